@@ -1,0 +1,156 @@
+"""Build configurations: which schedule each fused kernel gets before code generation.
+
+A build configuration is a recorded dimension of every graph and label, because
+the same kernel runs 1 GFLOP/s as an unscheduled loop nest and 100 GFLOP/s when
+tiled, vectorized and parallelized. Three are supported:
+
+- ``default``: kernels as the Relax pipeline leaves them (serial loops);
+- ``dlight``: TVM's dlight CPU rules (GEMV, Reduction) where they match;
+- ``sampled:SEED``: one schedule per kernel drawn from MetaSchedule's CPU design
+  space (multi-level tiling, parallel/vectorize/unroll, auto-inline) with its
+  post-processors, without any measurement. The draw is seeded by SEED and the
+  kernel's structural hash, so one kernel gets one schedule in every model.
+
+Features are always read from the scheduled TIR this pass returns, so a future
+``tuned`` configuration (a MetaSchedule database) only needs a new branch here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+from .errors import BuildConfigError, LoweringError
+
+BUILD_KINDS = ("default", "dlight", "sampled")
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    """A parsed build configuration string such as ``sampled:0``."""
+
+    kind: str
+    seed: int = 0
+
+    @classmethod
+    def parse(cls, text: str | BuildConfig) -> BuildConfig:
+        if isinstance(text, BuildConfig):
+            return text
+        kind, _, arg = str(text).strip().partition(":")
+        if kind not in BUILD_KINDS:
+            raise BuildConfigError(
+                f"unknown build configuration '{text}'; use default, dlight or sampled:SEED"
+            )
+        if kind != "sampled":
+            if arg:
+                raise BuildConfigError(f"build '{kind}' takes no argument (got '{text}')")
+            return cls(kind)
+        if not arg:
+            return cls(kind, 0)
+        try:
+            seed = int(arg)
+        except ValueError:
+            raise BuildConfigError(f"sampled build needs an integer seed, got '{arg}'") from None
+        if seed < 0:
+            raise BuildConfigError(f"sampled build seed must be >= 0, got {seed}")
+        return cls(kind, seed)
+
+    def __str__(self) -> str:
+        return f"sampled:{self.seed}" if self.kind == "sampled" else self.kind
+
+
+def kernel_hash(func: tirx.PrimFunc) -> int:
+    """Structural hash of a PrimFunc, independent of its name in the module."""
+    return int(tvm_ffi.structural_hash(func.without_attr("global_symbol"))) & 0x7FFFFFFFFFFFFFFF
+
+
+def _primfuncs(mod: tvm.IRModule) -> list[tuple[Any, tirx.PrimFunc]]:
+    return [(gv, f) for gv, f in mod.functions.items() if isinstance(f, tirx.PrimFunc)]
+
+
+def _apply_dlight(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
+    from tvm.s_tir import dlight
+
+    with target:
+        return dlight.ApplyDefaultSchedule(dlight.cpu.GEMV(), dlight.cpu.Reduction())(mod)
+
+
+def tune_context(func_mod: tvm.IRModule, target: tvm.target.Target, seed: int) -> Any:
+    """A MetaSchedule TuneContext built through its FFI constructor.
+
+    ``TuneContext.__init__`` imports ``tvm.s_tir.tensor_intrin`` (about a minute per
+    process). Its llvm schedule rules only tensorize on AVX-512 VNNI int8 workloads,
+    which our float models never reach, so the constructor is called directly.
+    """
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule import _ffi_api
+    from tvm.s_tir.meta_schedule.logging import get_logger, get_logging_func
+    from tvm.s_tir.meta_schedule.space_generator import SpaceGenerator
+
+    ctx = ms.TuneContext.__new__(ms.TuneContext)
+    ctx.__init_handle_by_constructor__(
+        _ffi_api.TuneContext,
+        func_mod,
+        target,
+        SpaceGenerator.create("post-order-apply"),
+        ms.search_strategy.ReplayTrace(),
+        "gnnperf",
+        1,
+        seed,
+        get_logging_func(get_logger("gnnperf.builds")),
+    )
+    _ffi_api.TuneContextInitialize(ctx)
+    return ctx
+
+
+def sample_schedule(
+    func: tirx.PrimFunc, target: tvm.target.Target, seed: int
+) -> tirx.PrimFunc | None:
+    """Draw one post-processed schedule for ``func``; None if the design space is empty."""
+    rand_state = (kernel_hash(func) ^ (seed * 0x9E3779B1)) % (2**31 - 2) + 1
+    func_mod = tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
+    ctx = tune_context(func_mod, target, rand_state)
+    spaces = ctx.generate_design_space()
+    if not spaces:
+        return None
+    ctx.pre_tuning(max_trials=1, num_trials_per_iter=1, design_spaces=spaces)
+    candidates = ctx.generate_measure_candidates()
+    ctx.post_tuning()
+    if not candidates:
+        return None
+    return candidates[0].sch.mod["main"]
+
+
+def _apply_sampled(mod: tvm.IRModule, target: tvm.target.Target, seed: int) -> tvm.IRModule:
+    updates = {}
+    for gv, func in _primfuncs(mod):
+        try:
+            scheduled = sample_schedule(func, target, seed)
+        except Exception as exc:  # TVM raises its own error types from C++
+            raise LoweringError(f"schedule sampling failed for kernel {gv.name_hint}: {exc}") from exc
+        if scheduled is None:
+            continue
+        updates[gv] = scheduled.with_attrs(
+            {"global_symbol": gv.name_hint, "tirx.is_scheduled": True, **_kept_attrs(func)}
+        )
+    for gv, func in updates.items():
+        mod[gv] = func
+    return mod
+
+
+def _kept_attrs(func: tirx.PrimFunc) -> dict[str, Any]:
+    keep = ("op_pattern", "tirx.noalias")
+    return {k: func.attrs[k] for k in keep if func.attrs is not None and k in func.attrs}
+
+
+def apply_build(mod: tvm.IRModule, build: BuildConfig, target: tvm.target.Target) -> tvm.IRModule:
+    """Schedule every PrimFunc of a fused module according to ``build``."""
+    if build.kind == "default":
+        return mod
+    if build.kind == "dlight":
+        return _apply_dlight(mod, target)
+    return _apply_sampled(mod, target, build.seed)

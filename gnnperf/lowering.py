@@ -1,0 +1,175 @@
+"""Lowering: Relax module → the fused, scheduled kernels that really run → executable.
+
+The stages are TVM's own CPU pipeline (library dispatch, legalize, FuseOps,
+FuseTIR, dataflow lowering, memory planning, VM lowering), split so that the
+build configuration is applied to the fused kernels in between. The module
+returned by :func:`lower` is exactly the one :func:`compile_lowered` compiles,
+and the one the kernel graph is read from: no second module is ever described.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import onnx
+import tvm
+from tvm import relax, tirx
+
+from .builds import BuildConfig, apply_build
+from .errors import LoweringError
+from .hardware import HardwareSpec
+
+#: Names of TVM's op pattern kinds (tvm/relax/op_attr_types.h), by value.
+OP_PATTERNS = {
+    0: "elemwise",
+    1: "broadcast",
+    2: "injective",
+    3: "comm_reduce",
+    4: "out_elemwise_fusable",
+    7: "tuple",
+    8: "opaque",
+}
+
+
+def _backend(target: tvm.target.Target) -> Any:
+    """The Relax backend whose pass lists match ``target`` (CPU today, GPU later)."""
+    kind = target.kind.name
+    if kind == "llvm":
+        from tvm.relax.backend.cpu_generic import pipeline
+
+        return pipeline
+    if kind == "cuda":
+        from tvm.relax.backend.cuda import pipeline
+
+        return pipeline
+    raise LoweringError(f"no lowering backend for target kind '{kind}'")
+
+
+@dataclass
+class LoweredModel:
+    """A model lowered for one (target, build): the final module plus what we learned."""
+
+    module: tvm.IRModule
+    target: tvm.target.Target
+    build: BuildConfig
+    inputs: dict[str, tuple[tuple[int, ...], str]]
+    op_patterns: dict[str, int]
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def primfuncs(self) -> dict[str, tirx.PrimFunc]:
+        return {
+            gv.name_hint: f
+            for gv, f in self.module.functions.items()
+            if isinstance(f, tirx.PrimFunc)
+        }
+
+
+def _main_inputs(mod: tvm.IRModule) -> dict[str, tuple[tuple[int, ...], str]]:
+    out: dict[str, tuple[tuple[int, ...], str]] = {}
+    for param in mod["main"].params:
+        ty = param.ty
+        shape = tuple(int(d) for d in ty.shape.values)
+        out[param.name] = (shape, str(ty.dtype))
+    return out
+
+
+def _op_patterns(mod: tvm.IRModule) -> dict[str, int]:
+    """Op pattern kind per fused kernel (FuseTIR drops the attribute, so annotate again)."""
+    annotated = relax.transform.AnnotateTIROpPattern()(mod)
+    patterns: dict[str, int] = {}
+    for gv, func in annotated.functions.items():
+        if isinstance(func, tirx.PrimFunc):
+            attrs = func.attrs
+            patterns[gv.name_hint] = (
+                int(attrs["op_pattern"]) if attrs is not None and "op_pattern" in attrs else 8
+            )
+    return patterns
+
+
+def lower(
+    mod: tvm.IRModule,
+    target: HardwareSpec | tvm.target.Target | Mapping[str, Any],
+    build: BuildConfig | str = "default",
+) -> LoweredModel:
+    """Run TVM's pipeline for ``target`` on an imported Relax module, scheduling per ``build``."""
+    if isinstance(target, HardwareSpec):
+        target = target.target()
+    elif not isinstance(target, tvm.target.Target):
+        target = tvm.target.Target(dict(target))
+    build = BuildConfig.parse(build)
+    backend = _backend(target)
+    inputs = _main_inputs(mod)
+    timings: dict[str, float] = {}
+    try:
+        with target:
+            start = time.perf_counter()
+            fused = tvm.transform.Sequential(
+                backend.library_dispatch_passes(target) + backend.legalize_passes(target)
+            )(mod)
+            timings["fuse_s"] = time.perf_counter() - start
+            patterns = _op_patterns(fused)
+            start = time.perf_counter()
+            scheduled = apply_build(fused, build, target)
+            timings["schedule_s"] = time.perf_counter() - start
+            start = time.perf_counter()
+            final = tvm.transform.Sequential(
+                backend.dataflow_lower_passes(target) + backend.finalize_passes(target)
+            )(scheduled)
+            timings["finalize_s"] = time.perf_counter() - start
+    except LoweringError:
+        raise
+    except Exception as exc:  # TVM raises C++-side errors of many types
+        first = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+        raise LoweringError(f"lowering for {target.kind.name} failed: {first}") from exc
+    return LoweredModel(final, target, build, inputs, patterns, timings)
+
+
+def lower_onnx(
+    source: str | os.PathLike[str] | onnx.ModelProto,
+    target: HardwareSpec | tvm.target.Target | Mapping[str, Any],
+    build: BuildConfig | str = "default",
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+) -> LoweredModel:
+    """Load, check and fold an ONNX model, import it into Relax and lower it."""
+    from .onnx_import import import_to_relax, load_onnx
+
+    start = time.perf_counter()
+    model = load_onnx(source, input_shapes)
+    mod = import_to_relax(model)
+    import_s = time.perf_counter() - start
+    lowered = lower(mod, target, build)
+    lowered.timings["import_s"] = import_s
+    return lowered
+
+
+def compile_lowered(lowered: LoweredModel) -> relax.Executable:
+    """Compile exactly the lowered module (no further Relax passes)."""
+    start = time.perf_counter()
+    try:
+        ex = tvm.compile(lowered.module, lowered.target, relax_pipeline=None)
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+        raise LoweringError(f"compilation failed: {first}") from exc
+    lowered.timings["compile_s"] = time.perf_counter() - start
+    return ex
+
+
+def export_executable(ex: relax.Executable, path: str | os.PathLike[str]) -> Path:
+    """Write the compiled library atomically (temp file in the same folder, then rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".lib-", suffix=".so")
+    os.close(fd)
+    try:
+        ex.export_library(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
