@@ -131,7 +131,9 @@ def _apply_sampled(mod: tvm.IRModule, target: tvm.target.Target, seed: int) -> t
         try:
             scheduled = sample_schedule(func, target, seed)
         except Exception as exc:  # TVM raises its own error types from C++
-            raise LoweringError(f"schedule sampling failed for kernel {gv.name_hint}: {exc}") from exc
+            raise LoweringError(
+                f"schedule sampling failed for kernel {gv.name_hint}: {exc}"
+            ) from exc
         if scheduled is None:
             continue
         updates[gv] = scheduled.with_attrs(

@@ -160,16 +160,29 @@ def compile_lowered(lowered: LoweredModel) -> relax.Executable:
     return ex
 
 
-def export_executable(ex: relax.Executable, path: str | os.PathLike[str]) -> Path:
-    """Write the compiled library atomically (temp file in the same folder, then rename)."""
+def _export_atomic(module: Any, path: str | os.PathLike[str]) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".lib-", suffix=".so")
     os.close(fd)
     try:
-        ex.export_library(tmp)
+        module.export_library(tmp)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
     return path
+
+
+def export_executable(ex: relax.Executable, path: str | os.PathLike[str]) -> Path:
+    """Write the compiled VM library atomically (temp file in the same folder, then rename)."""
+    return _export_atomic(ex, path)
+
+
+def export_kernel_library(ex: relax.Executable, path: str | os.PathLike[str]) -> Path:
+    """Write the kernels alone as a shared library.
+
+    A VM library loaded through RPC does not expose its imported kernel module, so
+    per-kernel timing on a remote board needs the kernels as a library of their own.
+    """
+    return _export_atomic(ex.mod.imports[0], path)
