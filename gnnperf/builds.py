@@ -17,7 +17,10 @@ Features are always read from the scheduled TIR this pass returns, so a future
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import tvm
@@ -79,13 +82,41 @@ def _apply_dlight(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
         return dlight.ApplyDefaultSchedule(dlight.cpu.GEMV(), dlight.cpu.Reduction())(mod)
 
 
+_X86_INTRINSICS_LOADED = False
+
+
+def _register_x86_intrinsics() -> None:
+    """Register TVM's x86 tensor intrinsics without the rest of ``tensor_intrin``.
+
+    On AVX-512 targets the llvm schedule rules look up the VNNI/AVX-512 dot-product
+    intrinsics by name. Importing the ``tvm.s_tir.tensor_intrin`` package registers
+    them but also every CUDA/ROCm/ARM intrinsic (about a minute per process), so only
+    its ``x86.py`` file is loaded (about a second).
+    """
+    global _X86_INTRINSICS_LOADED
+    if _X86_INTRINSICS_LOADED or "tvm.s_tir.tensor_intrin" in sys.modules:
+        return
+    import tvm.s_tir
+
+    name = "tvm.s_tir.tensor_intrin.x86"
+    path = Path(tvm.s_tir.__path__[0]) / "tensor_intrin" / "x86.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise LoweringError(f"cannot load TVM's x86 tensor intrinsics from {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    _X86_INTRINSICS_LOADED = True
+
+
 def tune_context(func_mod: tvm.IRModule, target: tvm.target.Target, seed: int) -> Any:
     """A MetaSchedule TuneContext built through its FFI constructor.
 
     ``TuneContext.__init__`` imports ``tvm.s_tir.tensor_intrin`` (about a minute per
-    process). Its llvm schedule rules only tensorize on AVX-512 VNNI int8 workloads,
-    which our float models never reach, so the constructor is called directly.
+    process); the constructor is called directly and only the x86 intrinsics that the
+    llvm rules can reference are registered.
     """
+    if target.kind.name == "llvm":
+        _register_x86_intrinsics()
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule import _ffi_api
     from tvm.s_tir.meta_schedule.logging import get_logger, get_logging_func

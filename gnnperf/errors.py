@@ -15,6 +15,10 @@ class ModelLoadError(GnnperfError):
     """The model file is missing, empty, truncated or not ONNX."""
 
 
+class FrontendError(ModelLoadError):
+    """A valid ONNX graph that TVM's Relax ONNX frontend failed to convert."""
+
+
 class UnsupportedOpError(GnnperfError):
     """The ONNX graph uses an operator TVM's Relax frontend cannot import."""
 

@@ -315,13 +315,17 @@ def _probe(isa: str, threads: int) -> tuple[float, float]:
     """Run the FMA-throughput and streaming kernels in a fresh process with ``threads``."""
     env = dict(os.environ, TVM_NUM_THREADS=str(threads))
     width = ISA_LEVELS[isa][1]
-    proc = subprocess.run(
-        [sys.executable, "-c", _PROBE_SOURCE, isa, str(width)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    # TVMScript parses the kernels from their source file, so the probe must be a real file.
+    with tempfile.TemporaryDirectory(prefix="gnnperf-probe-") as tmp:
+        script = Path(tmp) / "probe.py"
+        script.write_text(_PROBE_SOURCE)
+        proc = subprocess.run(
+            [sys.executable, str(script), isa, str(width)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     if proc.returncode != 0:
         tail = proc.stderr.strip().splitlines()[-1:] or ["no output"]
         raise HardwareError(f"hardware micro-benchmark failed for {isa}/{threads}t: {tail[0]}")

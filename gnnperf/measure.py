@@ -51,6 +51,7 @@ class MeasureSettings:
     warmup: int = 2
     repeat: int = 10
     min_repeat_ms: int = 20
+    budget_ms: float = 4000.0
     kernel_repeat: int = 5
     kernel_min_repeat_ms: int = 5
     max_cv: float = 0.05
@@ -323,10 +324,16 @@ def time_whole_model(lib: Any, dev: Any, arrays: Sequence[np.ndarray], s: Mappin
 
     vm = relax.VirtualMachine(lib, dev)
     args = [tvm.runtime.tensor(a, dev) for a in arrays]
-    for _ in range(int(s["warmup"])):
+    start = time.perf_counter()
+    for _ in range(max(1, int(s["warmup"]))):
         vm["main"](*args)
+    per_run_ms = (time.perf_counter() - start) * 1e3 / max(1, int(s["warmup"]))
+    # Long models get fewer samples (never fewer than 5) so one label stays within budget.
+    repeat = int(s["repeat"])
+    if per_run_ms * repeat > float(s["budget_ms"]):
+        repeat = max(5, int(float(s["budget_ms"]) / per_run_ms))
     timer = vm.time_evaluator(
-        "main", dev, number=1, repeat=int(s["repeat"]), min_repeat_ms=int(s["min_repeat_ms"])
+        "main", dev, number=1, repeat=repeat, min_repeat_ms=int(s["min_repeat_ms"])
     )
     return [float(r) * 1e3 for r in timer(*args).results]
 

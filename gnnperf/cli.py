@@ -1,0 +1,224 @@
+"""The ``gnnperf`` command line (also ``python -m gnnperf``).
+
+Every :class:`gnnperf.errors.GnnperfError` becomes one line on stderr and exit
+code 2; ``--debug`` shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .errors import GnnperfError
+
+
+def _add_target_args(p: argparse.ArgumentParser, threads: bool = True) -> None:
+    p.add_argument("--isa", default=None, help="x86-64, x86-64-v2, x86-64-v3, x86-64-v4 "
+                   "(default: the best this CPU supports)")
+    if threads:
+        p.add_argument("--threads", type=int, default=None, help="threads (default: all cores)")
+    p.add_argument("--build", default="default", help="default, dlight or sampled:SEED")
+    p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0,D1,...",
+                   help="static shape for a dynamic input (repeatable)")
+
+
+def _input_shapes(items: Sequence[str]) -> dict[str, list[int]] | None:
+    if not items:
+        return None
+    out: dict[str, list[int]] = {}
+    for item in items:
+        name, sep, dims = item.partition("=")
+        try:
+            if not sep or not name:
+                raise ValueError
+            out[name] = [int(d) for d in dims.split(",")]
+        except ValueError:
+            raise GnnperfError(f"--input-shape wants NAME=D0,D1,..., got '{item}'") from None
+    return out
+
+
+def _print_json(obj: Any) -> None:
+    json.dump(obj, sys.stdout, indent=1)
+    sys.stdout.write("\n")
+
+
+def _lower_from_args(args: argparse.Namespace, threads: int | None) -> Any:
+    from .hardware import HardwareSpec
+    from .lowering import lower_onnx
+
+    hw = HardwareSpec.local(args.isa, threads, measure=False)
+    return hw, lower_onnx(args.model, hw, args.build, _input_shapes(args.input_shape))
+
+
+def cmd_graph(args: argparse.Namespace) -> int:
+    from .features import extract_graph
+
+    hw, lowered = _lower_from_args(args, None)
+    graph = extract_graph(lowered, ms_features=not args.no_ms_features)
+    if args.json:
+        data = graph.to_dict()
+        out = {
+            "model": str(args.model),
+            "hardware": {"isa": hw.isa, "cpu_model": hw.cpu_model, "target": graph.target},
+            "build": graph.build,
+            "summary": graph.summary(),
+            "kernels": [dict(n, intensity=round(graph.nodes[i].intensity, 4))
+                        for i, n in enumerate(data["nodes"])],
+            "edges": [{"src": a, "dst": b, "bytes": c} for a, b, c in graph.edges],
+            "inputs": data["inputs"],
+        }
+        _print_json(out)
+        return 0
+    s = graph.summary()
+    print(f"{args.model}: {s['kernels']} kernels ({s['distinct_kernels']} distinct), "
+          f"{s['edges']} edges, {s['gflops']:.4f} GFLOP, {s['mbytes']:.2f} MB moved "
+          f"[{hw.isa}, build {graph.build}]")
+    print(f"{'#':>4}  {'kernel':<48} {'pattern':<22} {'MFLOP':>10} {'KB':>10}")
+    for n in graph.nodes:
+        print(f"{n.index:>4}  {n.name[:48]:<48} {n.pattern:<22} {n.flops / 1e6:>10.3f} "
+              f"{(n.bytes_read + n.bytes_written) / 1024:>10.1f}")
+    return 0
+
+
+def cmd_measure(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from .features import extract_graph
+    from .lowering import compile_lowered, export_executable, export_kernel_library
+    from .measure import MeasureSettings, make_inputs, measure_library, measure_remote
+
+    hw, lowered = _lower_from_args(args, args.threads)
+    graph = extract_graph(lowered, ms_features=False)
+    ex = compile_lowered(lowered)
+    arrays = make_inputs(lowered.inputs)
+    settings = MeasureSettings(repeat=args.repeat, quiet_timeout_s=args.quiet_timeout)
+    with tempfile.TemporaryDirectory(prefix="gnnperf-") as tmp:
+        lib = export_executable(ex, Path(tmp) / "model.so")
+        if args.rpc:
+            kernels = export_kernel_library(ex, Path(tmp) / "kernels.so") if args.per_kernel \
+                else None
+            m = measure_remote(lib, arrays, args.rpc, kernels_path=kernels, settings=settings)
+        else:
+            m = measure_library(lib, arrays, hw.threads, per_kernel=args.per_kernel,
+                                settings=settings)
+    if args.json:
+        out = {"model": str(args.model), "hw_id": hw.hw_id, "build": graph.build,
+               "timings": lowered.timings, **m.to_dict()}
+        if m.kernels is not None:
+            out["kernels"] = [{"index": i, "name": k.name, "median_ms": k.median_ms,
+                               "cv": k.cv, "flops": graph.nodes[i].flops}
+                              for i, k in enumerate(m.kernels)]
+        _print_json(out)
+        return 0
+    w = m.whole
+    print(f"{args.model} on {m.device} {hw.isa}/{m.threads}t, build {graph.build}: "
+          f"median {w.median_ms:.4f} ms (CV {w.cv * 100:.1f}%, IQR {w.iqr_ms:.4f} ms, "
+          f"n={len(w.samples_ms)}, other load {m.other_load * 100:.0f}%, attempts {m.attempts})")
+    if m.kernels is not None:
+        print(f"{'#':>4}  {'kernel':<48} {'ms':>10} {'CV%':>6}")
+        for i, k in enumerate(m.kernels):
+            print(f"{i:>4}  {k.name[:48]:<48} {k.median_ms:>10.4f} {k.cv * 100:>6.1f}")
+        print(f"sum of kernels {m.kernel_sum_ms:.4f} ms = "
+              f"{m.kernel_sum_ms / w.median_ms * 100:.1f}% of the whole model")
+    return 0
+
+
+def cmd_collect(args: argparse.Namespace) -> int:
+    from . import zoo
+    from .collect import collect, parse_hw_list
+    from .measure import MeasureSettings
+
+    families = [f.strip() for f in args.families.split(",") if f.strip()]
+    if families == ["all"]:
+        families = list(zoo.FAMILIES)
+    settings = MeasureSettings(quiet_timeout_s=float("inf") if args.wait_quiet else 30.0)
+    summary = collect(
+        args.out, families, args.count, parse_hw_list(args.hw),
+        [b.strip() for b in args.build.split(",")],
+        start_seed=args.start_seed, rpc=args.rpc, per_kernel=not args.no_per_kernel,
+        settings=settings, max_default_gflops=args.max_default_gflops,
+    )
+    print(summary.line())
+    return 0
+
+
+def cmd_hw(args: argparse.Namespace) -> int:
+    from .hardware import HardwareSpec, supported_isas
+
+    if args.list:
+        print(" ".join(supported_isas()))
+        return 0
+    spec = HardwareSpec.local(args.isa, args.threads)
+    _print_json({"hw_id": spec.hw_id, **spec.to_dict()})
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gnnperf", description="Predict and measure latency of ONNX models on CPUs (TVM).")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("graph", help="lower a model and print its kernel graph")
+    p.add_argument("model", type=Path)
+    _add_target_args(p, threads=False)
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--no-ms-features", action="store_true",
+                   help="skip MetaSchedule per-store features (faster)")
+    p.set_defaults(func=cmd_graph)
+
+    p = sub.add_parser("measure", help="compile and measure a model (whole and per kernel)")
+    p.add_argument("model", type=Path)
+    _add_target_args(p)
+    p.add_argument("--per-kernel", action="store_true")
+    p.add_argument("--rpc", default=None, metavar="HOST:PORT:KEY", help="TVM RPC tracker")
+    p.add_argument("--repeat", type=int, default=10)
+    p.add_argument("--quiet-timeout", type=float, default=60.0,
+                   help="seconds to wait for a quiet machine before measuring anyway")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_measure)
+
+    p = sub.add_parser("collect", help="measure zoo models into dataset shards (resumable)")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--families", default="all", help="comma-separated families, or 'all'")
+    p.add_argument("--count", type=int, default=10, help="seeds per family")
+    p.add_argument("--start-seed", type=int, default=0)
+    p.add_argument("--hw", default="x86-64-v3:1,x86-64-v3:2", help="ISA:THREADS pairs")
+    p.add_argument("--build", default="default,sampled:0", help="comma-separated builds")
+    p.add_argument("--rpc", default=None, metavar="HOST:PORT:KEY")
+    p.add_argument("--no-per-kernel", action="store_true")
+    p.add_argument("--max-default-gflops", type=float, default=0.4,
+                   help="skip default (unscheduled) builds of models above this many GFLOP")
+    p.add_argument("--no-wait-quiet", dest="wait_quiet", action="store_false",
+                   help="measure after 30 s even when the machine stays busy")
+    p.set_defaults(func=cmd_collect)
+
+    p = sub.add_parser("hw", help="show this machine's hardware spec (measures once, cached)")
+    p.add_argument("--isa", default=None)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--list", action="store_true", help="list supported ISAs")
+    p.set_defaults(func=cmd_hw)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except GnnperfError as exc:
+        if args.debug:
+            raise
+        print(f"gnnperf: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("gnnperf: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

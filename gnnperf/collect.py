@@ -1,0 +1,341 @@
+"""The collector: zoo specs → lowered, compiled, measured records in dataset shards.
+
+For each model it exports ONNX once, imports it once, then per ISA and build
+configuration lowers, extracts the kernel graph and compiles once, and measures
+that one library at every requested thread count (a long-lived worker per
+thread count). Every (model, hardware, build) key becomes one ``record`` line,
+or one ``failure`` line with its reason; keys already in the output folder are
+skipped, so an interrupted run resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import tempfile
+import time
+import traceback
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from . import __version__, zoo
+from .builds import BuildConfig
+from .errors import GnnperfError, HardwareError
+from .features import extract_graph
+from .hardware import HardwareSpec
+from .lowering import compile_lowered, export_executable, export_kernel_library, lower
+from .measure import (
+    MeasureSettings,
+    MeasureWorker,
+    make_inputs,
+    measure_library,
+    measure_remote,
+    wait_for_quiet,
+)
+from .onnx_import import import_to_relax, load_onnx
+from .shards import ShardWriter, content_id, iter_lines
+
+
+def parse_hw_list(text: str) -> list[tuple[str, int]]:
+    """``x86-64-v3:2,x86-64-v2:1`` → [("x86-64-v3", 2), ("x86-64-v2", 1)]."""
+    out = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        isa, sep, threads = item.rpartition(":")
+        if not sep or not threads.isdigit():
+            raise HardwareError(f"--hw wants ISA:THREADS pairs like x86-64-v3:2, got '{item}'")
+        out.append((isa, int(threads)))
+    if not out:
+        raise HardwareError("--hw lists no ISA:THREADS pair")
+    return out
+
+
+def record_key(model_id: str, hw_id: str, build: str) -> str:
+    return f"{model_id}|{hw_id}|{build}"
+
+
+def done_keys(root: str | os.PathLike[str]) -> set[str]:
+    """Keys that already have a record or a failure under ``root``."""
+    if not Path(root).exists():
+        return set()
+    return {obj["key"] for obj in iter_lines(root) if obj.get("kind") in ("record", "failure")}
+
+
+def package_versions() -> dict[str, str]:
+    import numpy
+    import onnx
+    import torch
+    import tvm
+
+    return {
+        "gnnperf": __version__,
+        "tvm": tvm.__version__,
+        "torch": torch.__version__,
+        "onnx": onnx.__version__,
+        "numpy": numpy.__version__,
+        "python": platform.python_version(),
+    }
+
+
+def interleaved_specs(families: Sequence[str], count: int, start_seed: int = 0
+                      ) -> Iterator[zoo.ModelSpec]:
+    """Round-robin over families so that any prefix of a run covers all of them."""
+    for seed in range(start_seed, start_seed + count):
+        for family in families:
+            yield zoo.sample_spec(family, seed)
+
+
+@dataclass
+class CollectSummary:
+    done: int = 0
+    failed: int = 0
+    skipped: int = 0
+    seconds: float = 0.0
+    failures: Counter[str] = field(default_factory=Counter)
+
+    def line(self) -> str:
+        reasons = ", ".join(f"{k}: {v}" for k, v in self.failures.most_common())
+        return (
+            f"done {self.done}, failed {self.failed}, skipped {self.skipped} "
+            f"in {self.seconds / 60:.1f} min" + (f" (failures: {reasons})" if reasons else "")
+        )
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[-1] if text else ''}"[:300]
+
+
+class Collector:
+    """Runs one collection; see :func:`collect`."""
+
+    def __init__(
+        self,
+        out: str | os.PathLike[str],
+        hw: Sequence[tuple[str, int]],
+        builds: Sequence[str],
+        *,
+        rpc: str | None = None,
+        per_kernel: bool = True,
+        settings: MeasureSettings | None = None,
+        max_default_gflops: float = 0.4,
+        shard_prefix: str | None = None,
+    ) -> None:
+        self.out = Path(out)
+        self.builds = [BuildConfig.parse(b) for b in builds]
+        self.rpc = rpc
+        self.per_kernel = per_kernel
+        self.settings = settings or MeasureSettings(quiet_timeout_s=float("inf"))
+        self.max_default_gflops = max_default_gflops
+        host = socket.gethostname().split(".")[0] or "host"
+        self.writer = ShardWriter(self.out, shard_prefix or f"shard-{host}")
+        self.done = done_keys(self.out)
+        self.graphs_written: set[str] = set()
+        self.isas: dict[str, list[int]] = {}
+        for isa, threads in hw:
+            self.isas.setdefault(isa, []).append(threads)
+        self.hw_specs: dict[tuple[str, int], HardwareSpec] = {}
+        self.workers: dict[int, MeasureWorker] = {}
+        self.versions = package_versions()
+
+    # -- resources --------------------------------------------------------------------------
+    def _hw(self, isa: str, threads: int) -> HardwareSpec:
+        if (isa, threads) not in self.hw_specs:
+            if self.rpc is None:
+                timeout = self.settings.quiet_timeout_s
+                wait_for_quiet(self.settings.max_other_load,
+                               None if timeout == float("inf") else timeout)
+                spec = HardwareSpec.local(isa, threads)
+            else:
+                spec = HardwareSpec.local(isa, threads, measure=False)
+                spec = HardwareSpec.from_dict({**spec.to_dict(), "host": f"rpc-{self.rpc}"})
+            self.hw_specs[(isa, threads)] = spec
+        return self.hw_specs[(isa, threads)]
+
+    def _worker(self, threads: int) -> MeasureWorker:
+        worker = self.workers.get(threads)
+        if worker is None or worker._proc.poll() is not None:
+            worker = self.workers[threads] = MeasureWorker(threads)
+        return worker
+
+    def close(self) -> None:
+        for worker in self.workers.values():
+            worker.close()
+
+    # -- one model --------------------------------------------------------------------------
+    def keys_for(self, spec: zoo.ModelSpec) -> list[tuple[str, int, BuildConfig, str]]:
+        out = []
+        for isa, threads_list in self.isas.items():
+            for build in self.builds:
+                for threads in threads_list:
+                    hw_id = self._hw(isa, threads).hw_id
+                    out.append((isa, threads, build, record_key(spec.model_id, hw_id, str(build))))
+        return out
+
+    def _fail(self, spec: zoo.ModelSpec, key: str, stage: str, reason: str) -> None:
+        self.writer.append({"kind": "failure", "key": key, "model_id": spec.model_id,
+                            "model": spec.to_dict(), "stage": stage, "reason": reason,
+                            "created_at": time.time()})
+        self.done.add(key)
+
+    def run_model(self, spec: zoo.ModelSpec, summary: CollectSummary, bar: tqdm) -> None:
+        keys = self.keys_for(spec)
+        todo = [k for k in keys if k[3] not in self.done]
+        summary.skipped += len(keys) - len(todo)
+        bar.update(len(keys) - len(todo))
+        if not todo:
+            return
+        try:
+            onnx_model = zoo.export_onnx(spec)
+            sha = zoo.onnx_sha256(onnx_model)
+            start = time.perf_counter()
+            mod = import_to_relax(load_onnx(onnx_model))
+            import_s = time.perf_counter() - start
+        except Exception as exc:
+            for _, _, _, key in todo:
+                self._fail(spec, key, "import", _reason(exc))
+            summary.failed += len(todo)
+            summary.failures["import"] += len(todo)
+            bar.update(len(todo))
+            return
+        arrays = make_inputs({k: v for k, v in spec.inputs.items()}, seed=spec.seed)
+        groups: dict[tuple[str, str], list[tuple[int, str]]] = {}
+        for isa, threads, build, key in todo:
+            groups.setdefault((isa, str(build)), []).append((threads, key))
+        for (isa, build_text), items in groups.items():
+            build = BuildConfig.parse(build_text)
+            self._run_group(spec, sha, mod, import_s, arrays, isa, build, items, summary, bar)
+
+    def _run_group(self, spec: zoo.ModelSpec, sha: str, mod: Any, import_s: float,
+                   arrays: list[Any], isa: str, build: BuildConfig,
+                   items: list[tuple[int, str]], summary: CollectSummary, bar: tqdm) -> None:
+        stage = "lower"
+        try:
+            target = self._hw(isa, max(t for t, _ in items)).target()
+            lowered = lower(mod, target, build)
+            graph = extract_graph(lowered)
+            if build.kind == "default" and graph.total_flops > self.max_default_gflops * 1e9:
+                reason = (f"budget: {graph.total_flops / 1e9:.2f} GFLOP exceeds "
+                          f"--max-default-gflops {self.max_default_gflops}")
+                for _, key in items:
+                    self._fail(spec, key, "budget", reason)
+                summary.failed += len(items)
+                summary.failures["budget"] += len(items)
+                bar.update(len(items))
+                return
+            stage = "compile"
+            ex = compile_lowered(lowered)
+            graph_dict = graph.to_dict()
+            graph_id = content_id(graph_dict)
+            if graph_id not in self.graphs_written:
+                self.writer.append({"kind": "graph", "graph_id": graph_id, "graph": graph_dict})
+                self.graphs_written.add(graph_id)
+            with tempfile.TemporaryDirectory(prefix="gnnperf-collect-") as tmp:
+                lib = export_executable(ex, Path(tmp) / "model.so")
+                kernels_lib = (export_kernel_library(ex, Path(tmp) / "kernels.so")
+                               if self.rpc and self.per_kernel else None)
+                for threads, key in items:
+                    stage = "measure"
+                    try:
+                        if self.rpc:
+                            m = measure_remote(lib, arrays, self.rpc, kernels_path=kernels_lib,
+                                               settings=self.settings)
+                        else:
+                            m = measure_library(lib, arrays, threads, per_kernel=self.per_kernel,
+                                                settings=self.settings,
+                                                worker=self._worker(threads))
+                        if m.kernels is not None and [k.name for k in m.kernels] != [
+                            n.name for n in graph.nodes
+                        ]:
+                            raise GnnperfError("executed kernels differ from the graph's nodes")
+                    except GnnperfError as exc:
+                        self._fail(spec, key, stage, _reason(exc))
+                        summary.failed += 1
+                        summary.failures[stage] += 1
+                        bar.update(1)
+                        continue
+                    hw = self._hw(isa, threads)
+                    self.writer.append({
+                        "kind": "record",
+                        "key": key,
+                        "model_id": spec.model_id,
+                        "model": spec.to_dict(),
+                        "onnx_sha256": sha,
+                        "hw_id": hw.hw_id,
+                        "hw": hw.to_dict(),
+                        "build": str(build),
+                        "graph_id": graph_id,
+                        "whole": {
+                            "median_ms": m.whole.median_ms,
+                            "samples_ms": m.whole.samples_ms,
+                            "cv": round(m.whole.cv, 5),
+                            "iqr_ms": m.whole.iqr_ms,
+                        },
+                        "kernels_ms": [round(k.median_ms, 6) for k in m.kernels]
+                        if m.kernels is not None else None,
+                        "kernels_cv": [round(k.cv, 4) for k in m.kernels]
+                        if m.kernels is not None else None,
+                        "kernel_sum_ms": m.kernel_sum_ms,
+                        "other_load": m.other_load,
+                        "attempts": m.attempts,
+                        "device": m.device,
+                        "settings": m.settings,
+                        "timings": {"import_s": import_s, **lowered.timings,
+                                    "measure_s": m.duration_s},
+                        "versions": self.versions,
+                        "created_at": time.time(),
+                    })
+                    self.done.add(key)
+                    summary.done += 1
+                    bar.update(1)
+        except Exception as exc:
+            remaining = [key for _, key in items if key not in self.done]
+            for key in remaining:
+                self._fail(spec, key, stage, _reason(exc))
+            summary.failed += len(remaining)
+            summary.failures[stage] += len(remaining)
+            bar.update(len(remaining))
+            if os.environ.get("GNNPERF_DEBUG"):
+                traceback.print_exc()
+
+
+def collect(
+    out: str | os.PathLike[str],
+    families: Sequence[str],
+    count: int,
+    hw: Sequence[tuple[str, int]],
+    builds: Sequence[str],
+    *,
+    start_seed: int = 0,
+    rpc: str | None = None,
+    per_kernel: bool = True,
+    settings: MeasureSettings | None = None,
+    max_default_gflops: float = 0.4,
+    progress: bool = True,
+) -> CollectSummary:
+    """Measure ``count`` seeds of every family on every (ISA, threads) and build."""
+    for family in families:
+        if family not in zoo.FAMILIES and family not in zoo.REAL_ARCHITECTURES:
+            raise GnnperfError(f"unknown model family '{family}'")
+    summary = CollectSummary()
+    start = time.time()
+    collector = Collector(out, hw, builds, rpc=rpc, per_kernel=per_kernel, settings=settings,
+                          max_default_gflops=max_default_gflops)
+    total = len(families) * count * len(hw) * len(collector.builds)
+    try:
+        with tqdm(total=total, unit="rec", disable=not progress, smoothing=0.05) as bar:
+            for spec in interleaved_specs(families, count, start_seed):
+                collector.run_model(spec, summary, bar)
+                bar.set_postfix(done=summary.done, failed=summary.failed, refresh=False)
+    finally:
+        collector.close()
+        summary.seconds = time.time() - start
+    return summary

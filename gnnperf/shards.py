@@ -1,0 +1,124 @@
+"""Crash-safe dataset shards: gzip-compressed JSON lines with a checksum per line.
+
+A shard is rewritten whole through a temp file and ``os.replace`` after every
+appended line, so a kill at any moment leaves either the old or the new shard on
+disk, never a torn one; a line whose checksum does not match (hand edits, disk
+errors) is skipped with a warning rather than poisoning the dataset.
+
+Three line kinds share a shard:
+
+- ``graph``: a kernel graph, content-addressed by ``graph_id`` so that the thread
+  counts of one (model, ISA, build) share one copy;
+- ``record``: one label, a (model, hardware, build) key, pointing at its graph;
+- ``failure``: a (model, hardware, build) key that could not be measured, and why.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import tempfile
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from .errors import DatasetError
+
+SCHEMA_VERSION = 1
+SHARD_GLOB = "*.jsonl.gz"
+
+
+def _canonical(obj: dict[str, Any]) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"))
+
+
+def checksum(obj: dict[str, Any]) -> str:
+    """SHA-256 (first 16 hex digits) of a line's canonical JSON without its ``crc`` field."""
+    body = {k: v for k, v in obj.items() if k != "crc"}
+    return hashlib.sha256(_canonical(body).encode()).hexdigest()[:16]
+
+
+def content_id(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def iter_shard(path: Path) -> Iterator[dict[str, Any]]:
+    """Verified lines of one shard, in order."""
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as fh:
+            lines = fh.read().splitlines()
+    except (OSError, EOFError) as exc:
+        raise DatasetError(f"shard {path} is unreadable: {exc}") from None
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            warnings.warn(f"{path}:{number}: not JSON, skipped", stacklevel=2)
+            continue
+        if obj.get("crc") != checksum(obj):
+            warnings.warn(f"{path}:{number}: checksum mismatch, skipped", stacklevel=2)
+            continue
+        yield obj
+
+
+def shard_paths(root: str | os.PathLike[str]) -> list[Path]:
+    root = Path(root)
+    if not root.exists():
+        raise DatasetError(f"dataset folder {root} does not exist")
+    return sorted(p for p in root.rglob(SHARD_GLOB) if not p.name.startswith("."))
+
+
+def iter_lines(root: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
+    """Verified lines of every shard under ``root`` (sorted by path)."""
+    for path in shard_paths(root):
+        yield from iter_shard(path)
+
+
+class ShardWriter:
+    """Appends lines to numbered shards under ``folder``, rotating at ``max_lines``."""
+
+    def __init__(self, folder: str | os.PathLike[str], prefix: str, max_lines: int = 400) -> None:
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.prefix = prefix
+        self.max_lines = max_lines
+        existing = sorted(self.folder.glob(f"{prefix}-*.jsonl.gz"))
+        self._index = len(existing)
+        self._lines: list[str] = []
+        if existing:
+            last = existing[-1]
+            lines = [_canonical(obj) for obj in iter_shard(last)]
+            if len(lines) < max_lines:
+                self._index -= 1
+                self._lines = lines
+        if not self._lines:
+            self._index += 1
+
+    @property
+    def path(self) -> Path:
+        return self.folder / f"{self.prefix}-{self._index:04d}.jsonl.gz"
+
+    def append(self, obj: dict[str, Any]) -> None:
+        obj = dict(obj, schema=SCHEMA_VERSION)
+        obj["crc"] = checksum(obj)
+        if len(self._lines) >= self.max_lines:
+            self._index += 1
+            self._lines = []
+        self._lines.append(_canonical(obj))
+        self._flush()
+
+    def _flush(self) -> None:
+        data = ("\n".join(self._lines) + "\n").encode()
+        fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".shard-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz:
+                gz.write(data)
+            os.replace(tmp, self.path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
