@@ -23,7 +23,7 @@ from tvm import relax, tirx
 
 from .builds import BuildConfig, apply_build
 from .errors import LoweringError
-from .hardware import HardwareSpec
+from .hardware import HardwareSpec, available_cores
 
 #: Names of TVM's op pattern kinds (tvm/relax/op_attr_types.h), by value.
 OP_PATTERNS = {
@@ -92,16 +92,28 @@ def _op_patterns(mod: tvm.IRModule) -> dict[str, int]:
     return patterns
 
 
+def _as_target(target: HardwareSpec | tvm.target.Target | Mapping[str, Any]
+               ) -> tvm.target.Target:
+    """A TVM target; CPU targets get ``num-cores`` (MetaSchedule's rules require it)."""
+    if isinstance(target, HardwareSpec):
+        return target.target()
+    if isinstance(target, tvm.target.Target):
+        if target.kind.name != "llvm" or "num-cores" in target.attrs:
+            return target
+        target = dict(target.export())
+    spec = dict(target)
+    if spec.get("kind") == "llvm":
+        spec.setdefault("num-cores", available_cores())
+    return tvm.target.Target(spec)
+
+
 def lower(
     mod: tvm.IRModule,
     target: HardwareSpec | tvm.target.Target | Mapping[str, Any],
     build: BuildConfig | str = "default",
 ) -> LoweredModel:
     """Run TVM's pipeline for ``target`` on an imported Relax module, scheduling per ``build``."""
-    if isinstance(target, HardwareSpec):
-        target = target.target()
-    elif not isinstance(target, tvm.target.Target):
-        target = tvm.target.Target(dict(target))
+    target = _as_target(target)
     build = BuildConfig.parse(build)
     backend = _backend(target)
     inputs = _main_inputs(mod)

@@ -1314,18 +1314,33 @@ _HF_TEXT = frozenset({"hf-bert-base", "hf-gpt2"})
 
 
 class _HFWrapper(nn.Module):
-    """Exposes a single positional input and returns one tensor (the exporter needs both)."""
+    """Exposes a single positional input and returns one tensor (the exporter needs both).
 
-    def __init__(self, model: nn.Module, input_name: str, output: str, **extra: Any) -> None:
+    ``mask_shape`` adds a constant all-ones ``attention_mask`` buffer: without a mask,
+    transformers' causal-mask code probes position ids with ``torch.diff`` (not exportable).
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        input_name: str,
+        output: str,
+        mask_shape: tuple[int, int] | None = None,
+        **extra: Any,
+    ) -> None:
         super().__init__()
         self.model = model
         self.input_name = input_name
         self.output = output
         self.extra = extra
+        mask = None if mask_shape is None else torch.ones(mask_shape, dtype=torch.int64)
+        self.register_buffer("mask", mask, persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = self.model(**{self.input_name: x}, return_dict=True, **self.extra)
-        return getattr(out, self.output)
+        kwargs = {self.input_name: x, "return_dict": True, **self.extra}
+        if self.mask is not None:
+            kwargs["attention_mask"] = self.mask
+        return getattr(self.model(**kwargs), self.output)
 
 
 def _build_hf(name: str, hp: dict[str, Any]) -> nn.Module:
@@ -1398,7 +1413,10 @@ def _build_hf(name: str, hp: dict[str, Any]) -> nn.Module:
             vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12, n_head=12,
             use_cache=False, **eager,
         )
-        return _HFWrapper(tf.GPT2Model(cfg), "input_ids", "last_hidden_state", use_cache=False)
+        shape = (int(hp["batch"]), int(hp["seq_len"]))
+        return _HFWrapper(
+            tf.GPT2Model(cfg), "input_ids", "last_hidden_state", mask_shape=shape, use_cache=False
+        )
     raise _unknown(name)
 
 

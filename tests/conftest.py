@@ -1,0 +1,130 @@
+"""Shared fixtures: tiny ONNX models exported from plain torch, one per graph shape."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+
+class TinyCNN(nn.Module):
+    """Conv-BN-ReLU stack with a residual add and a linear head."""
+
+    def __init__(self, width: int = 8) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, width, 3, padding=1), nn.BatchNorm2d(width),
+                                  nn.ReLU())
+        self.body = nn.Sequential(nn.Conv2d(width, width, 3, padding=1), nn.ReLU(),
+                                  nn.Conv2d(width, width, 3, padding=1))
+        self.head = nn.Linear(width, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.stem(x)
+        y = torch.relu(y + self.body(y))
+        return self.head(y.mean((2, 3)))
+
+
+class TinyTransformerBlock(nn.Module):
+    """One pre-norm encoder block: attention with softmax, GELU MLP, residuals."""
+
+    def __init__(self, dim: int = 16, heads: int = 2) -> None:
+        super().__init__()
+        self.heads = heads
+        self.norm1 = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.norm2 = nn.LayerNorm(dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 2 * dim), nn.GELU(), nn.Linear(2 * dim, dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, d = x.shape
+        q, k, v = self.qkv(self.norm1(x)).reshape(b, n, 3, self.heads, d // self.heads).permute(
+            2, 0, 3, 1, 4)
+        att = torch.softmax(q @ k.transpose(-1, -2) / (d // self.heads) ** 0.5, dim=-1)
+        x = x + self.proj((att @ v).transpose(1, 2).reshape(b, n, d))
+        return x + self.mlp(self.norm2(x))
+
+
+class TinyBranchy(nn.Module):
+    """Parallel branches joined by concat and add (Inception-like)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(4, 4, 1)
+        self.b = nn.Sequential(nn.Conv2d(4, 4, 3, padding=1), nn.ReLU())
+        self.c = nn.MaxPool2d(3, 1, 1)
+        self.merge = nn.Conv2d(12, 4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.cat([self.a(x), self.b(x), self.c(x)], dim=1)
+        return self.merge(y) + x
+
+
+class ConvHeavy(nn.Module):
+    """Enough convolution work that two threads visibly beat one (sampled schedules)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(),
+                                  nn.Conv2d(64, 64, 3, padding=1), nn.ReLU())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x)
+
+
+def export(model: nn.Module, shape: tuple[int, ...], path: Path,
+           dynamic: dict[str, dict[int, str]] | None = None) -> Path:
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model.eval(), (torch.randn(*shape),), str(path), opset_version=17,
+                          dynamo=False, input_names=["x"], output_names=["y"],
+                          dynamic_axes=dynamic)
+    return path
+
+
+@pytest.fixture(scope="session")
+def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("models")
+
+
+@pytest.fixture(scope="session")
+def cnn_onnx(models_dir: Path) -> Path:
+    torch.manual_seed(0)
+    return export(TinyCNN(), (1, 3, 16, 16), models_dir / "cnn.onnx")
+
+
+@pytest.fixture(scope="session")
+def transformer_onnx(models_dir: Path) -> Path:
+    torch.manual_seed(0)
+    return export(TinyTransformerBlock(), (1, 8, 16), models_dir / "transformer.onnx")
+
+
+@pytest.fixture(scope="session")
+def branchy_onnx(models_dir: Path) -> Path:
+    torch.manual_seed(0)
+    return export(TinyBranchy(), (1, 4, 12, 12), models_dir / "branchy.onnx")
+
+
+@pytest.fixture(scope="session")
+def conv_heavy_onnx(models_dir: Path) -> Path:
+    torch.manual_seed(0)
+    return export(ConvHeavy(), (1, 32, 32, 32), models_dir / "conv_heavy.onnx")
+
+
+@pytest.fixture(scope="session")
+def dynamic_onnx(models_dir: Path) -> Path:
+    torch.manual_seed(0)
+    return export(TinyCNN(), (1, 3, 16, 16), models_dir / "dynamic.onnx",
+                  dynamic={"x": {0: "batch"}})
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _hardware_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Keep micro-benchmark figures of the test run out of the user's cache."""
+    import os
+
+    os.environ["GNNPERF_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))

@@ -1,0 +1,118 @@
+"""The command line: graph/measure output and one-line errors with exit code 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from gnnperf.cli import main
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gnnperf", *args], capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_graph_json_lists_the_executed_kernels(branchy_onnx: Path) -> None:
+    proc = run_cli("graph", str(branchy_onnx), "--isa", "x86-64-v3", "--build", "sampled:1",
+                   "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    import tvm
+
+    from gnnperf.lowering import compile_lowered, lower_onnx
+    from gnnperf.measure import capture_kernel_calls, make_inputs
+
+    lowered = lower_onnx(branchy_onnx, {"kind": "llvm", "mcpu": "x86-64-v3"}, "sampled:1")
+    executed = [n for n, _ in capture_kernel_calls(compile_lowered(lowered).mod, tvm.cpu(),
+                                                   make_inputs(lowered.inputs))]
+    assert [k["name"] for k in data["kernels"]] == executed
+    assert data["build"] == "sampled:1"
+    assert data["hardware"]["target"]["mcpu"] == "x86-64-v3"
+    assert all({"flops", "bytes_read", "loops", "pattern"} <= set(k) for k in data["kernels"])
+    assert all(e["bytes"] > 0 for e in data["edges"])
+
+
+def test_graph_text_summary(cnn_onnx: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["graph", str(cnn_onnx), "--isa", "x86-64-v2", "--no-ms-features"]) == 0
+    out = capsys.readouterr().out
+    assert "kernels" in out and "GFLOP" in out and "x86-64-v2" in out
+
+
+def test_measure_json_with_per_kernel(cnn_onnx: Path) -> None:
+    proc = run_cli("measure", str(cnn_onnx), "--isa", "x86-64-v3", "--threads", "1",
+                   "--per-kernel", "--repeat", "5", "--quiet-timeout", "5", "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["threads"] == 1 and data["whole"]["median_ms"] > 0
+    assert len(data["kernels"]) > 0 and data["kernel_sum_ms"] > 0
+
+
+def _lstm_onnx(path: Path) -> Path:
+    class M(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lstm = torch.nn.LSTM(4, 4, batch_first=True)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.lstm(x)[0]
+
+    torch.onnx.export(M().eval(), (torch.randn(1, 3, 4),), str(path), opset_version=17,
+                      dynamo=False)
+    return path
+
+
+@pytest.fixture
+def bad_inputs(tmp_path: Path, cnn_onnx: Path) -> dict[str, Path]:
+    empty = tmp_path / "empty.onnx"
+    empty.write_bytes(b"")
+    truncated = tmp_path / "truncated.onnx"
+    truncated.write_bytes(cnn_onnx.read_bytes()[: cnn_onnx.stat().st_size // 2])
+    text = tmp_path / "notes.onnx"
+    text.write_text("this is not a model\n")
+    return {"missing": tmp_path / "missing.onnx", "empty": empty, "truncated": truncated,
+            "text": text, "lstm": _lstm_onnx(tmp_path / "lstm.onnx")}
+
+
+@pytest.mark.parametrize("case,needle", [
+    ("missing", "not found"), ("empty", "empty"), ("truncated", ""), ("text", ""),
+    ("lstm", "LSTM"),
+])
+def test_bad_models_give_one_line_and_exit_2(case: str, needle: str,
+                                             bad_inputs: dict[str, Path]) -> None:
+    proc = run_cli("graph", str(bad_inputs[case]))
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gnnperf: error:")
+    assert needle in lines[0]
+    assert "Traceback" not in proc.stderr
+
+
+def test_dynamic_dims_need_shapes(dynamic_onnx: Path) -> None:
+    proc = run_cli("graph", str(dynamic_onnx))
+    assert proc.returncode == 2 and "dynamic dimension 0" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    ok = run_cli("graph", str(dynamic_onnx), "--input-shape", "x=2,3,16,16",
+                 "--no-ms-features")
+    assert ok.returncode == 0, ok.stderr
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--isa", "x86-64-v9"], "unknown ISA"),
+    (["--threads", "64"], "thread count 64"),
+    (["--build", "turbo"], "unknown build"),
+])
+def test_bad_targets_give_exit_2(args: list[str], needle: str, cnn_onnx: Path) -> None:
+    proc = run_cli("measure", str(cnn_onnx), *args)
+    assert proc.returncode == 2
+    assert needle in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_debug_shows_the_traceback(tmp_path: Path) -> None:
+    proc = run_cli("--debug", "graph", str(tmp_path / "missing.onnx"))
+    assert proc.returncode != 0 and "Traceback" in proc.stderr

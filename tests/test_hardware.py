@@ -1,0 +1,72 @@
+"""HardwareSpec: ISA detection, ids, serialisation, errors and the micro-benchmarks."""
+
+from __future__ import annotations
+
+import pytest
+
+from gnnperf.errors import HardwareError
+from gnnperf.hardware import FEATURE_NAMES, HardwareSpec, available_cores, supported_isas
+
+V3_FLAGS = {"sse2", "ssse3", "sse4_1", "sse4_2", "popcnt", "cx16", "lahf_lm", "avx", "avx2",
+            "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave"}
+
+
+def test_isa_levels_follow_cpu_flags() -> None:
+    assert supported_isas({"sse2"}) == ["x86-64"]
+    assert supported_isas(V3_FLAGS) == ["x86-64", "x86-64-v2", "x86-64-v3"]
+    assert supported_isas(V3_FLAGS - {"avx2"}) == ["x86-64", "x86-64-v2"]
+    assert supported_isas(set()) == []
+
+
+def test_local_spec_measures_and_serialises() -> None:
+    spec = HardwareSpec.local("x86-64-v2", 1)
+    assert spec.hw_id == "local/x86-64-v2/1t"
+    assert spec.peak_gflops > 0 and spec.mem_bw_gbs > 0
+    assert spec.cores == available_cores() and spec.l1d_kb > 0
+    assert HardwareSpec.from_json(spec.to_json()) == spec
+    assert HardwareSpec.from_dict(spec.to_dict()) == spec
+    assert len(spec.feature_vector()) == len(FEATURE_NAMES)
+    assert spec.target().attrs["mcpu"] == "x86-64-v2"
+    # cached: the second call reuses the measured figures
+    assert HardwareSpec.local("x86-64-v2", 1) == spec
+
+
+def test_ids_parse() -> None:
+    spec = HardwareSpec.from_id("local/x86-64/1t")
+    assert (spec.isa, spec.threads) == ("x86-64", 1)
+    assert HardwareSpec.coerce(spec.to_dict()) == spec
+
+
+@pytest.mark.parametrize("hw_id", ["remote/x86-64", "local/x86-64/xt", "local/a/b/c"])
+def test_bad_ids(hw_id: str) -> None:
+    with pytest.raises(HardwareError):
+        HardwareSpec.from_id(hw_id)
+
+
+def test_unknown_isa_and_threads_are_errors() -> None:
+    with pytest.raises(HardwareError, match="unknown ISA"):
+        HardwareSpec.local("x86-64-v9", 1, measure=False)
+    with pytest.raises(HardwareError, match="outside"):
+        HardwareSpec.local("x86-64", available_cores() + 1, measure=False)
+    with pytest.raises(HardwareError, match="outside"):
+        HardwareSpec.local("x86-64", 0, measure=False)
+
+
+def test_isa_the_cpu_lacks_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gnnperf.hardware as hw
+
+    monkeypatch.setattr(hw, "_cpu_flags", lambda: {"sse2"})
+    with pytest.raises(HardwareError, match="does not support ISA 'x86-64-v3'"):
+        HardwareSpec.local("x86-64-v3", 1, measure=False)
+
+
+def test_malformed_spec_dicts() -> None:
+    spec = HardwareSpec.local("x86-64", 1, measure=False)
+    with pytest.raises(HardwareError, match="unknown hardware spec fields"):
+        HardwareSpec.from_dict({**spec.to_dict(), "gpu": 1})
+    data = spec.to_dict()
+    data.pop("isa")
+    with pytest.raises(HardwareError, match="incomplete"):
+        HardwareSpec.from_dict(data)
+    with pytest.raises(HardwareError):
+        HardwareSpec.from_json("[1, 2]")

@@ -1,0 +1,93 @@
+"""Lowering, build configurations and the kernel graph against real VM execution."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import tvm
+
+from gnnperf.builds import BuildConfig, kernel_hash
+from gnnperf.errors import BuildConfigError
+from gnnperf.features import KernelGraph, extract_graph, node_feature_names, node_feature_vector
+from gnnperf.lowering import compile_lowered, lower_onnx
+from gnnperf.measure import capture_kernel_calls, make_inputs
+
+TARGET = {"kind": "llvm", "mcpu": "x86-64-v3", "num-cores": 2}
+
+
+def _executed_names(lowered) -> list[str]:
+    ex = compile_lowered(lowered)
+    lib = ex.mod
+    arrays = make_inputs(lowered.inputs)
+    return [name for name, _ in capture_kernel_calls(lib, tvm.cpu(), arrays)]
+
+
+@pytest.mark.parametrize("fixture", ["cnn_onnx", "transformer_onnx", "branchy_onnx"])
+@pytest.mark.parametrize("build", ["default", "sampled:0"])
+def test_graph_nodes_are_the_executed_kernel_calls(fixture: str, build: str,
+                                                   request: pytest.FixtureRequest) -> None:
+    path: Path = request.getfixturevalue(fixture)
+    lowered = lower_onnx(path, TARGET, build)
+    graph = extract_graph(lowered, ms_features=False)
+    executed = _executed_names(lowered)
+    assert len(executed) > 0
+    assert [n.name for n in graph.nodes] == executed
+    assert all(0 <= a < b < len(graph.nodes) for a, b, _ in graph.edges)
+
+
+def test_branchy_graph_has_fan_in_and_fan_out(branchy_onnx: Path) -> None:
+    graph = extract_graph(lower_onnx(branchy_onnx, TARGET, "default"), ms_features=False)
+    fan_in = {}
+    for _, dst, nbytes in graph.edges:
+        fan_in[dst] = fan_in.get(dst, 0) + 1
+        assert nbytes > 0
+    assert max(fan_in.values()) >= 2
+    # the input feeds several branches: it is read by more than one kernel
+    assert sum(n.input_bytes > 0 for n in graph.nodes) >= 2
+
+
+def test_kernel_features_describe_the_work(cnn_onnx: Path) -> None:
+    graph = extract_graph(lower_onnx(cnn_onnx, TARGET, "sampled:0"))
+    conv = [n for n in graph.nodes if "conv2d" in n.ops]
+    assert conv and all(n.flops > 0 and n.param_bytes > 0 for n in conv)
+    assert all(len(n.ms_features) == 164 for n in graph.nodes if n.kind == "tir")
+    # sampled schedules are parallel somewhere
+    assert max(n.loops.get("parallel_extent", 1) for n in graph.nodes) > 1
+    names = node_feature_names()
+    assert all(len(node_feature_vector(n, len(graph.nodes))) == len(names) for n in graph.nodes)
+    again = KernelGraph.from_dict(graph.to_dict())
+    assert again.to_dict() == graph.to_dict()
+
+
+def test_default_build_is_unscheduled(cnn_onnx: Path) -> None:
+    graph = extract_graph(lower_onnx(cnn_onnx, TARGET, "default"), ms_features=False)
+    assert all(n.loops.get("parallel_extent", 1) == 1 for n in graph.nodes if n.kind == "tir")
+
+
+def test_dlight_build_compiles_and_runs(transformer_onnx: Path) -> None:
+    lowered = lower_onnx(transformer_onnx, TARGET, "dlight")
+    graph = extract_graph(lowered, ms_features=False)
+    assert [n.name for n in graph.nodes] == _executed_names(lowered)
+
+
+def test_sampled_schedules_are_keyed_by_seed_and_kernel(cnn_onnx: Path) -> None:
+    def hashes(build: str) -> dict[str, int]:
+        lowered = lower_onnx(cnn_onnx, TARGET, build)
+        return {name: kernel_hash(f) for name, f in lowered.primfuncs().items()}
+
+    a, b, c = hashes("sampled:3"), hashes("sampled:3"), hashes("sampled:4")
+    assert a == b
+    assert a != c
+
+
+@pytest.mark.parametrize("text", ["fast", "sampled:x", "sampled:-1", "default:3", "dlight:1"])
+def test_bad_build_strings_are_rejected(text: str) -> None:
+    with pytest.raises(BuildConfigError):
+        BuildConfig.parse(text)
+
+
+def test_build_strings_round_trip() -> None:
+    for text in ["default", "dlight", "sampled:0", "sampled:17"]:
+        assert str(BuildConfig.parse(text)) == text
+    assert str(BuildConfig.parse("sampled")) == "sampled:0"

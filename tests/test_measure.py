@@ -1,0 +1,170 @@
+"""Measurement: labels, per-kernel timing, threads, the load guard and RPC."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from gnnperf.errors import MeasurementError
+from gnnperf.features import extract_graph
+from gnnperf.lowering import compile_lowered, export_executable, export_kernel_library, lower_onnx
+from gnnperf.measure import (
+    LatencyStats,
+    Measurement,
+    MeasureSettings,
+    make_inputs,
+    measure_library,
+    measure_remote,
+    other_load,
+    parse_rpc,
+)
+
+TARGET = {"kind": "llvm", "mcpu": "x86-64-v3", "num-cores": 2}
+FAST = MeasureSettings(repeat=5, min_repeat_ms=5, kernel_repeat=3, kernel_min_repeat_ms=1,
+                       max_attempts=1, quiet_timeout_s=5)
+
+
+def _build(path: Path, build: str, out: Path):
+    lowered = lower_onnx(path, TARGET, build)
+    graph = extract_graph(lowered, ms_features=False)
+    ex = compile_lowered(lowered)
+    return lowered, graph, ex, export_executable(ex, out / f"{path.stem}-{build}.so")
+
+
+def test_whole_and_per_kernel_labels(transformer_onnx: Path, tmp_path: Path) -> None:
+    lowered, graph, _, lib = _build(transformer_onnx, "default", tmp_path)
+    m = measure_library(lib, make_inputs(lowered.inputs), 1, per_kernel=True, settings=FAST)
+    assert m.whole.median_ms > 0 and len(m.whole.samples_ms) >= 5
+    assert m.whole.cv >= 0 and m.whole.iqr_ms >= 0
+    assert m.kernels is not None
+    assert [k.name for k in m.kernels] == [n.name for n in graph.nodes]
+    assert all(k.median_ms > 0 for k in m.kernels)
+    assert m.kernel_sum_ms == pytest.approx(sum(k.median_ms for k in m.kernels))
+    assert 0.0 <= m.other_load <= 1.0
+    again = Measurement.from_dict(m.to_dict())
+    assert again.whole == m.whole and again.kernels == m.kernels
+
+
+def test_sampled_build_runs_faster_with_two_threads(conv_heavy_onnx: Path,
+                                                     tmp_path: Path) -> None:
+    lowered, _, _, lib = _build(conv_heavy_onnx, "sampled:0", tmp_path)
+    arrays = make_inputs(lowered.inputs)
+    settings = MeasureSettings(repeat=7, min_repeat_ms=20, max_attempts=2, quiet_timeout_s=20)
+    one = measure_library(lib, arrays, 1, settings=settings)
+    two = measure_library(lib, arrays, 2, settings=settings)
+    print(f"1 thread {one.whole.median_ms:.3f} ms, 2 threads {two.whole.median_ms:.3f} ms, "
+          f"speed-up {one.whole.median_ms / two.whole.median_ms:.2f}x")
+    assert one.threads == 1 and two.threads == 2
+    assert two.whole.median_ms < one.whole.median_ms
+
+
+def test_latency_stats_from_samples() -> None:
+    s = LatencyStats.from_samples([1.0, 2.0, 3.0, 4.0, 100.0])
+    assert s.median_ms == 3.0
+    assert s.iqr_ms == pytest.approx(2.0)
+    assert s.cv > 1.0
+    with pytest.raises(MeasurementError):
+        LatencyStats.from_samples([])
+
+
+def test_load_guard_sees_a_foreign_busy_process() -> None:
+    # A double fork leaves the spinner outside our process tree, like another user's job.
+    spinner = subprocess.Popen(
+        ["bash", "-c", f"{sys.executable} -c 'while True: pass' & echo $!"],
+        stdout=subprocess.PIPE, text=True)
+    pid = int(spinner.stdout.readline())
+    spinner.wait()
+    try:
+        time.sleep(0.3)
+        assert other_load(1.0) > 0.3
+    finally:
+        os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("text", ["localhost:9190", "host:port:key", ":9190:k", "h:1:"])
+def test_bad_rpc_strings(text: str) -> None:
+    with pytest.raises(MeasurementError):
+        parse_rpc(text)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _tracker_sees_key(port: int, key: str, timeout: float = 30.0) -> bool:
+    from tvm import rpc
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            summary = rpc.connect_tracker("127.0.0.1", port).summary()
+            if any(key in str(q) for q in summary.get("queue_info", {})):
+                return True
+        except Exception:
+            pass
+        time.sleep(0.5)
+    return False
+
+
+def test_measure_over_rpc_tracker_and_server(cnn_onnx: Path, tmp_path: Path) -> None:
+    lowered, graph, ex, lib = _build(cnn_onnx, "sampled:0", tmp_path)
+    kernels = export_kernel_library(ex, tmp_path / "kernels.so")
+    tport, sport = _free_port(), _free_port()
+    env = dict(os.environ, TVM_NUM_THREADS="1")
+    procs = [subprocess.Popen([sys.executable, "-m", "tvm.exec.rpc_tracker", "--host",
+                               "127.0.0.1", "--port", str(tport), "--port-end", str(tport + 1)],
+                              start_new_session=True, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, env=env)]
+    try:
+        time.sleep(1.0)
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "tvm.exec.rpc_server", "--host", "127.0.0.1", "--port",
+             str(sport), "--port-end", str(sport + 1), "--tracker", f"127.0.0.1:{tport}",
+             "--key", "gnnperf-test"],
+            start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env=env))
+        assert _tracker_sees_key(tport, "gnnperf-test")
+        m = measure_remote(lib, make_inputs(lowered.inputs), f"127.0.0.1:{tport}:gnnperf-test",
+                           kernels_path=kernels, settings=FAST)
+        assert m.device == "rpc:gnnperf-test"
+        assert m.threads == 1
+        assert m.whole.median_ms > 0
+        assert m.kernels is not None
+        assert [k.name for k in m.kernels] == [n.name for n in graph.nodes]
+    finally:
+        groups = [p.pid for p in procs]
+        for pgid in groups:
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for p in procs:
+            p.wait(timeout=10)
+    time.sleep(0.5)
+    # Zombies hold no resources; they wait for a (container) init to reap them.
+    leftovers = [p for p in psutil.process_iter(["pid", "status"])
+                 if _pgid(p.pid) in groups and p.info["status"] != psutil.STATUS_ZOMBIE]
+    assert leftovers == []
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+
+
+def test_unreachable_tracker_is_a_clear_error(cnn_onnx: Path, tmp_path: Path) -> None:
+    lowered, _, _, lib = _build(cnn_onnx, "default", tmp_path)
+    with pytest.raises(MeasurementError, match="cannot reach RPC tracker"):
+        measure_remote(lib, make_inputs(lowered.inputs), f"127.0.0.1:{_free_port()}:none")
