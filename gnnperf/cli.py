@@ -135,7 +135,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
     families = [f.strip() for f in args.families.split(",") if f.strip()]
     if families == ["all"]:
         families = list(zoo.FAMILIES)
-    settings = MeasureSettings(quiet_timeout_s=float("inf") if args.wait_quiet else 30.0)
+    settings = MeasureSettings(repeat=args.repeat, kernel_repeat=min(args.repeat, 5),
+                               quiet_timeout_s=args.quiet_timeout)
     summary = collect(
         args.out, families, args.count, parse_hw_list(args.hw),
         [b.strip() for b in args.build.split(",")],
@@ -191,10 +192,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--build", default="default,sampled:0", help="comma-separated builds")
     p.add_argument("--rpc", default=None, metavar="HOST:PORT:KEY")
     p.add_argument("--no-per-kernel", action="store_true")
+    p.add_argument("--repeat", type=int, default=10, help="whole-model samples per label")
     p.add_argument("--max-default-gflops", type=float, default=0.4,
                    help="skip default (unscheduled) builds of models above this many GFLOP")
-    p.add_argument("--no-wait-quiet", dest="wait_quiet", action="store_false",
-                   help="measure after 30 s even when the machine stays busy")
+    p.add_argument("--quiet-timeout", type=float, default=float("inf"),
+                   help="seconds to wait for a quiet machine before measuring anyway "
+                        "(default: wait as long as it takes)")
     p.set_defaults(func=cmd_collect)
 
     p = sub.add_parser("hw", help="show this machine's hardware spec (measures once, cached)")

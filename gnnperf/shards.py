@@ -87,17 +87,17 @@ class ShardWriter:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.prefix = prefix
         self.max_lines = max_lines
-        existing = sorted(self.folder.glob(f"{prefix}-*.jsonl.gz"))
-        self._index = len(existing)
+        existing = sorted(self.folder.glob(f"{prefix}-[0-9][0-9][0-9][0-9].jsonl.gz"))
         self._lines: list[str] = []
+        self._index = 1
         if existing:
             last = existing[-1]
+            self._index = int(last.name[len(prefix) + 1:].split(".")[0])
             lines = [_canonical(obj) for obj in iter_shard(last)]
             if len(lines) < max_lines:
-                self._index -= 1
-                self._lines = lines
-        if not self._lines:
-            self._index += 1
+                self._lines = lines  # keep filling the last shard
+            else:
+                self._index += 1
 
     @property
     def path(self) -> Path:

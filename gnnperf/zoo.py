@@ -74,6 +74,10 @@ class ModelSpec:
     hparams: dict[str, Any]
     inputs: dict[str, tuple[tuple[int, ...], str]]
 
+    def __hash__(self) -> int:
+        # the generated hash would try to hash the dicts; (family, seed) identifies a spec
+        return hash((self.family, self.seed))
+
     @property
     def model_id(self) -> str:
         """Stable, sortable id such as ``resnet-000017`` (used as a file and record key)."""
@@ -157,7 +161,7 @@ class _Sampler:
     def coin(self, p: float = 0.5) -> bool:
         return bool(self.rng.random() < p)
 
-    def _jittered(self, u: float, jitter: float) -> float:
+    def jittered(self, u: float, jitter: float) -> float:
         return min(1.0, max(0.0, u + self.uniform(-jitter, jitter)))
 
     def knob(self, u: float, lo: int, hi: int, step: int = 1, jitter: float = 0.25) -> int:
@@ -166,13 +170,13 @@ class _Sampler:
         Tying the main size knobs of a family to one quantile (with independent jitter)
         spreads FLOPs over the whole window instead of piling them into a bell in the middle.
         """
-        v = self._jittered(u, jitter)
+        v = self.jittered(u, jitter)
         x = math.exp(math.log(lo) + v * (math.log(hi) - math.log(lo)))
         return int(min(hi, max(lo, step * round(x / step))))
 
     def knob_choice(self, u: float, options: Sequence[T], jitter: float = 0.25) -> T:
         """Pick from ascending ``options`` at the jittered size quantile ``u``."""
-        v = self._jittered(u, jitter)
+        v = self.jittered(u, jitter)
         return options[min(len(options) - 1, int(v * len(options)))]
 
 
@@ -611,7 +615,7 @@ _EFFNET_B0 = (
 
 
 def _sample_efficientnet(s: _Sampler, u: float) -> dict[str, Any]:
-    phi = round(-16.0 + 16.5 * s._jittered(u, 0.2), 3)
+    phi = round(-16.0 + 16.5 * s.jittered(u, 0.2), 3)
     width = 1.1**phi
     depth = 1.2**phi
     res = max(16, int(16 * round(224 * 1.15**phi / 16)))
@@ -1378,7 +1382,11 @@ def _build_hf(name: str, hp: dict[str, Any]) -> nn.Module:
             dropout_rate=0.2,
             num_labels=1000,
         )
-        return _HFWrapper(tf.EfficientNetForImageClassification(cfg), "pixel_values", "logits")
+        effnet = tf.EfficientNetForImageClassification(cfg)
+        # HF pools with AvgPool2d(kernel=1280, ceil_mode=True), whose ONNX export runtimes
+        # disagree on (divisor 1280² vs window); a global average pool is what it computes.
+        effnet.efficientnet.pooler = nn.AdaptiveAvgPool2d(1)
+        return _HFWrapper(effnet, "pixel_values", "logits")
     if name == "hf-convnext-tiny":
         cfg = tf.ConvNextConfig(
             hidden_sizes=[96, 192, 384, 768], depths=[3, 3, 9, 3], num_labels=1000
@@ -1570,7 +1578,8 @@ def _round_mantissa(t: torch.Tensor, bits: int = 10) -> torch.Tensor:
 
 
 def _calibrate_batchnorm(model: nn.Module, args: tuple[torch.Tensor, ...]) -> None:
-    """Set each BatchNorm's running statistics to those of its input on ``args``.
+    """Set each BatchNorm's running statistics to those of its input on ``args`` (and its
+    affine transform to identity), so every BN outputs unit-scale activations.
 
     One float64 forward pass with pre-hooks: each BN is calibrated before it runs, so later
     layers see already-normalised activations.  Statistics are computed in float64 and
@@ -1592,7 +1601,10 @@ def _calibrate_batchnorm(model: nn.Module, args: tuple[torch.Tensor, ...]) -> No
         assert isinstance(mod.running_mean, torch.Tensor)
         assert isinstance(mod.running_var, torch.Tensor)
         mod.running_mean.copy_(_round_mantissa(mean))
-        mod.running_var.copy_(_round_mantissa(var.clamp_min(1e-4)))
+        mod.running_var.copy_(_round_mantissa(var.clamp_min(1e-12)))
+        if isinstance(mod.weight, torch.Tensor) and isinstance(mod.bias, torch.Tensor):
+            mod.weight.fill_(1.0)  # transformers inits BN gamma ~ N(0, 0.02) for some models
+            mod.bias.fill_(0.0)
 
     handles = [bn.register_forward_pre_hook(pre_hook) for bn in bns]
     try:

@@ -1,0 +1,98 @@
+"""The collector: records land in shards, a SIGKILL mid-run loses nothing on resume."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from gnnperf.collect import done_keys, parse_hw_list
+from gnnperf.errors import HardwareError
+from gnnperf.shards import ShardWriter, checksum, iter_lines, shard_paths
+
+ARGS = ["--families", "squeezenet,nb201", "--count", "2", "--hw", "x86-64-v3:1",
+        "--build", "default", "--repeat", "3", "--quiet-timeout", "2", "--max-default-gflops", "0.05"]
+
+
+def _collect(out: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "gnnperf", "collect", "--out", str(out), *ARGS],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+
+
+def _keys(out: Path) -> Counter[str]:
+    return Counter(o["key"] for o in iter_lines(out) if o["kind"] in ("record", "failure"))
+
+
+def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "shards"
+    proc = _collect(out)
+    deadline = time.time() + 240
+    while time.time() < deadline and (not out.exists() or sum(_keys(out).values()) < 1):
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = _keys(out)
+    assert 1 <= sum(before.values()) < 4, "kill should land mid-run"
+
+    resumed = _collect(out)
+    stdout, stderr = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, stderr
+    assert "skipped" in stdout
+    after = _keys(out)
+    assert len(after) == 4  # 2 families x 2 seeds x 1 hw x 1 build
+    assert all(n == 1 for n in after.values())  # nothing duplicated
+    assert set(before) <= set(after)  # nothing lost
+    records = [o for o in iter_lines(out) if o["kind"] == "record"]
+    graphs = {o["graph_id"] for o in iter_lines(out) if o["kind"] == "graph"}
+    for r in records:
+        assert r["graph_id"] in graphs
+        assert r["whole"]["median_ms"] > 0 and len(r["whole"]["samples_ms"]) >= 3
+        assert len(r["kernels_ms"]) > 0
+        assert r["hw"]["isa"] == "x86-64-v3" and r["build"] == "default"
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no temp files left
+
+    third = _collect(out)
+    stdout, _ = third.communicate(timeout=300)
+    assert "done 0" in stdout and _keys(out) == after
+
+
+def test_shard_writer_rotates_resumes_and_checksums(tmp_path: Path) -> None:
+    w = ShardWriter(tmp_path, "t", max_lines=3)
+    for i in range(5):
+        w.append({"kind": "record", "key": f"k{i}"})
+    assert len(shard_paths(tmp_path)) == 2
+    w2 = ShardWriter(tmp_path, "t", max_lines=3)  # resumes the half-full second shard
+    w2.append({"kind": "record", "key": "k5"})
+    assert len(shard_paths(tmp_path)) == 2
+    assert [o["key"] for o in iter_lines(tmp_path)] == [f"k{i}" for i in range(6)]
+    assert done_keys(tmp_path) == {f"k{i}" for i in range(6)}
+    obj = {"a": 1}
+    assert checksum(obj) == checksum(dict(obj, crc="x"))
+
+
+def test_corrupt_lines_are_skipped_with_a_warning(tmp_path: Path) -> None:
+    import gzip
+
+    w = ShardWriter(tmp_path, "t")
+    w.append({"kind": "record", "key": "good"})
+    path = shard_paths(tmp_path)[0]
+    text = gzip.decompress(path.read_bytes()).decode()
+    tampered = text + text.replace('"good"', '"evil"')
+    path.write_bytes(gzip.compress(tampered.encode()))
+    with pytest.warns(UserWarning, match="checksum"):
+        keys = [o["key"] for o in iter_lines(tmp_path)]
+    assert keys == ["good"]
+
+
+def test_hw_list_parsing() -> None:
+    assert parse_hw_list("x86-64-v3:2, x86-64-v2:1") == [("x86-64-v3", 2), ("x86-64-v2", 1)]
+    for bad in ["x86-64-v3", "x86-64-v3:two", ""]:
+        with pytest.raises(HardwareError):
+            parse_hw_list(bad)
