@@ -147,6 +147,28 @@ def cmd_collect(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_dataset_stats(args: argparse.Namespace) -> int:
+    from .data import dataset_stats
+
+    stats = dataset_stats(args.root)
+    if args.json:
+        _print_json(stats)
+        return 0
+    noise = stats["noise_floor_mape"]
+    print(f"{stats['records']} records ({stats['records_with_kernel_labels']} with kernel "
+          f"labels) of {stats['models']} models, {stats['families']} families, "
+          f"{stats['hw_configs']} hw configs, {stats['builds']} builds; "
+          f"{stats['failures']} failures")
+    if stats["records"]:
+        print(f"latency {stats['latency_ms_min']:.4f} .. {stats['latency_ms_max']:.1f} ms; "
+              f"noise floor "
+              + (f"{noise:.2f}% MAPE over {stats['noise_floor_records']} re-measured records"
+                 if noise is not None else "not measured yet"))
+    for title, key in (("family", "per_family"), ("hardware", "per_hw"), ("build", "per_build")):
+        print(f"per {title}: " + ", ".join(f"{k} {v}" for k, v in stats[key].items()))
+    return 0
+
+
 def cmd_hw(args: argparse.Namespace) -> int:
     from .hardware import HardwareSpec, supported_isas
 
@@ -199,6 +221,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds to wait for a quiet machine before measuring anyway "
                         "(default: wait as long as it takes)")
     p.set_defaults(func=cmd_collect)
+
+    p = sub.add_parser("dataset", help="inspect a dataset folder")
+    dsub = p.add_subparsers(dest="dataset_command", required=True)
+    q = dsub.add_parser("stats", help="counts, latency range and noise floor")
+    q.add_argument("--root", type=Path, default=None, help="dataset folder (default: shipped)")
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(func=cmd_dataset_stats)
 
     p = sub.add_parser("hw", help="show this machine's hardware spec (measures once, cached)")
     p.add_argument("--isa", default=None)

@@ -191,18 +191,23 @@ def other_load(window_s: float = 1.0) -> float:
     return probe.other_load()
 
 
-def wait_for_quiet(max_load: float, timeout_s: float | None, window_s: float = 1.0) -> float:
-    """Block until two consecutive windows show other load below ``max_load``.
+def wait_for_quiet(max_load: float, timeout_s: float | None, window_s: float = 0.5) -> float:
+    """Block until a window shows other load below ``max_load``; returns the last load.
 
-    Returns the last load seen. ``timeout_s=None`` waits forever (the collector's mode:
-    it pauses while tests, builds or training run).
+    After a busy window it wants two quiet ones in a row, so a pause between two jobs of
+    another user does not pass for quiet. ``timeout_s=None`` waits forever (the
+    collector's mode: it pauses while tests, builds or training run).
     """
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     quiet_windows = 0
+    needed = 1
     load = other_load(window_s)
     while True:
-        quiet_windows = quiet_windows + 1 if load <= max_load else 0
-        if quiet_windows >= 2:
+        if load <= max_load:
+            quiet_windows += 1
+        else:
+            quiet_windows, needed = 0, 2
+        if quiet_windows >= needed:
             return load
         if deadline is not None and time.monotonic() > deadline:
             return load

@@ -230,9 +230,7 @@ def _conv_bn(
     act: str = "relu",
     bn: bool = True,
 ) -> nn.Sequential:
-    layers: list[nn.Module] = [
-        nn.Conv2d(cin, cout, k, stride, k // 2, groups=groups, bias=not bn)
-    ]
+    layers: list[nn.Module] = [nn.Conv2d(cin, cout, k, stride, k // 2, groups=groups, bias=not bn)]
     if bn:
         layers.append(nn.BatchNorm2d(cout))
     if act != "identity":
@@ -387,9 +385,21 @@ class _TorchMHA(nn.Module):
         m = self.mha
         q = x.transpose(0, 1)  # (tokens, batch, dim)
         out, _ = F.multi_head_attention_forward(
-            q, q, q, m.embed_dim, m.num_heads, m.in_proj_weight, m.in_proj_bias,
-            m.bias_k, m.bias_v, m.add_zero_attn, 0.0, m.out_proj.weight, m.out_proj.bias,
-            training=False, need_weights=False,
+            q,
+            q,
+            q,
+            m.embed_dim,
+            m.num_heads,
+            m.in_proj_weight,
+            m.in_proj_bias,
+            m.bias_k,
+            m.bias_v,
+            m.add_zero_attn,
+            0.0,
+            m.out_proj.weight,
+            m.out_proj.bias,
+            training=False,
+            need_weights=False,
         )
         return out.transpose(0, 1)
 
@@ -538,9 +548,7 @@ def _sample_mobile_blocks(
     blocks: list[list[Any]] = []
     n_stages = s.knob(u, 2, 6, jitter=0.4)
     max_down = max(1, int(math.log2(res)) - 3)  # the stem already halves; keep >= 4 px
-    downs = sorted(
-        s.rng.choice(n_stages, size=min(n_stages, max_down), replace=False).tolist()
-    )
+    downs = sorted(s.rng.choice(n_stages, size=min(n_stages, max_down), replace=False).tolist())
     cin, base = stem, 16.0
     for i in range(n_stages):
         base *= s.choice([1.0, 1.5, 2.0], [0.2, 0.5, 0.3]) if i else 1.0
@@ -1081,7 +1089,12 @@ class _TextTransformer(nn.Module):
         layers = []
         for _ in range(hp["layers"]):
             attn = _Attention(
-                d, hp["heads"], b, n, fused=hp["fused_qkv"], causal=causal,
+                d,
+                hp["heads"],
+                b,
+                n,
+                fused=hp["fused_qkv"],
+                causal=causal,
                 max_len=hp["max_positions"],
             )
             act = hp["activation"]
@@ -1246,7 +1259,8 @@ class _NB201Cell(nn.Module):
                 k = 1 if op == "nor_conv_1x1" else 3
                 mods.append(
                     nn.Sequential(
-                        nn.ReLU(), nn.Conv2d(c, c, k, padding=k // 2, bias=False),
+                        nn.ReLU(),
+                        nn.Conv2d(c, c, k, padding=k // 2, bias=False),
                         nn.BatchNorm2d(c),
                     )
                 )
@@ -1265,10 +1279,14 @@ def _sample_nb201(s: _Sampler, u: float) -> dict[str, Any]:
         ops = [s.choice(_NB201_OPS) for _ in _NB201_EDGES]
         if any(to == 3 for to, _, _ in _nb201_live_edges(ops)):
             break
-    arch = "|" + "|+|".join(
-        "|".join(f"{ops[i]}~{frm}" for i, (to, frm) in enumerate(_NB201_EDGES) if to == node)
-        for node in (1, 2, 3)
-    ) + "|"
+    arch = (
+        "|"
+        + "|+|".join(
+            "|".join(f"{ops[i]}~{frm}" for i, (to, frm) in enumerate(_NB201_EDGES) if to == node)
+            for node in (1, 2, 3)
+        )
+        + "|"
+    )
     return {
         "batch": _batch(s),
         "resolution": s.knob_choice(u, [16, 32, 64]),
@@ -1286,8 +1304,12 @@ def _build_nb201(hp: dict[str, Any]) -> nn.Module:
     for stage in range(3):
         if stage > 0:  # ResNet basic block with stride 2 as the reduction cell
             body = nn.Sequential(
-                nn.ReLU(), nn.Conv2d(c, 2 * c, 3, 2, 1, bias=False), nn.BatchNorm2d(2 * c),
-                nn.ReLU(), nn.Conv2d(2 * c, 2 * c, 3, 1, 1, bias=False), nn.BatchNorm2d(2 * c),
+                nn.ReLU(),
+                nn.Conv2d(c, 2 * c, 3, 2, 1, bias=False),
+                nn.BatchNorm2d(2 * c),
+                nn.ReLU(),
+                nn.Conv2d(2 * c, 2 * c, 3, 1, 1, bias=False),
+                nn.BatchNorm2d(2 * c),
             )
             short = nn.Sequential(nn.AvgPool2d(2, 2), nn.Conv2d(c, 2 * c, 1, bias=False))
             layers.append(_Residual(body, short))
@@ -1320,8 +1342,9 @@ _HF_TEXT = frozenset({"hf-bert-base", "hf-gpt2"})
 class _HFWrapper(nn.Module):
     """Exposes a single positional input and returns one tensor (the exporter needs both).
 
-    ``mask_shape`` adds a constant all-ones ``attention_mask`` buffer: without a mask,
-    transformers' causal-mask code probes position ids with ``torch.diff`` (not exportable).
+    ``mask`` is passed as a constant ``attention_mask``: for GPT-2 a prepared 4-D additive
+    causal mask, because transformers' own mask construction exports to constant subgraphs
+    (ConstantOfShape/Expand, or ``torch.diff`` without a mask) that TVM cannot import.
     """
 
     def __init__(
@@ -1329,7 +1352,7 @@ class _HFWrapper(nn.Module):
         model: nn.Module,
         input_name: str,
         output: str,
-        mask_shape: tuple[int, int] | None = None,
+        mask: torch.Tensor | None = None,
         **extra: Any,
     ) -> None:
         super().__init__()
@@ -1337,7 +1360,6 @@ class _HFWrapper(nn.Module):
         self.input_name = input_name
         self.output = output
         self.extra = extra
-        mask = None if mask_shape is None else torch.ones(mask_shape, dtype=torch.int64)
         self.register_buffer("mask", mask, persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -1418,12 +1440,19 @@ def _build_hf(name: str, hp: dict[str, Any]) -> nn.Module:
         return _HFWrapper(model, "input_ids", "last_hidden_state")
     if name == "hf-gpt2":
         cfg = tf.GPT2Config(
-            vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12, n_head=12,
-            use_cache=False, **eager,
+            vocab_size=50257,
+            n_positions=1024,
+            n_embd=768,
+            n_layer=12,
+            n_head=12,
+            use_cache=False,
+            **eager,
         )
-        shape = (int(hp["batch"]), int(hp["seq_len"]))
+        b, n = int(hp["batch"]), int(hp["seq_len"])
+        # 0 on and below the diagonal, dtype-min above: what transformers' eager mask holds
+        causal = torch.full((b, 1, n, n), torch.finfo(torch.float32).min).triu(1)
         return _HFWrapper(
-            tf.GPT2Model(cfg), "input_ids", "last_hidden_state", mask_shape=shape, use_cache=False
+            tf.GPT2Model(cfg), "input_ids", "last_hidden_state", mask=causal, use_cache=False
         )
     raise _unknown(name)
 
@@ -1598,8 +1627,10 @@ def _calibrate_batchnorm(model: nn.Module, args: tuple[torch.Tensor, ...]) -> No
         else:  # one value per channel: normalise by the second moment only
             mean = torch.zeros(x.shape[1], dtype=x.dtype)
             var = (x * x).mean(dim=dims)
-        assert isinstance(mod.running_mean, torch.Tensor)
-        assert isinstance(mod.running_var, torch.Tensor)
+        if not isinstance(mod.running_mean, torch.Tensor) or not isinstance(
+            mod.running_var, torch.Tensor
+        ):
+            return  # track_running_stats=False: normalises by batch statistics anyway
         mod.running_mean.copy_(_round_mantissa(mean))
         mod.running_var.copy_(_round_mantissa(var.clamp_min(1e-12)))
         if isinstance(mod.weight, torch.Tensor) and isinstance(mod.bias, torch.Tensor):
@@ -1650,8 +1681,16 @@ def example_inputs(spec: ModelSpec) -> tuple[torch.Tensor, ...]:
 # counter computes their outputs directly (sample_spec counts every candidate it draws).
 _POINTWISE_OPS = frozenset(
     {
-        _aten.relu, _aten.hardtanh, _aten.hardswish, _aten.hardsigmoid, _aten.silu,
-        _aten.sigmoid, _aten.gelu, _aten.tanh, _aten.add, _aten.mul,
+        _aten.relu,
+        _aten.hardtanh,
+        _aten.hardswish,
+        _aten.hardsigmoid,
+        _aten.silu,
+        _aten.sigmoid,
+        _aten.gelu,
+        _aten.tanh,
+        _aten.add,
+        _aten.mul,
     }
 )
 _NORM_OPS = frozenset(
@@ -1684,8 +1723,7 @@ def _shape_only(op: Any, args: tuple[Any, ...]) -> Any:
     if transposed or x.dim() != 4 or not len(stride) == len(padding) == len(dilation) == 2:
         return None
     hw = [
-        (x.shape[2 + i] + 2 * padding[i] - dilation[i] * (w.shape[2 + i] - 1) - 1) // stride[i]
-        + 1
+        (x.shape[2 + i] + 2 * padding[i] - dilation[i] * (w.shape[2 + i] - 1) - 1) // stride[i] + 1
         for i in range(2)
     ]
     return _meta(x.shape[0], w.shape[0], *hw)
@@ -1797,6 +1835,7 @@ def _atomic_write(path: Path, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600 files
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

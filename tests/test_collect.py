@@ -17,7 +17,8 @@ from gnnperf.errors import HardwareError
 from gnnperf.shards import ShardWriter, checksum, iter_lines, shard_paths
 
 ARGS = ["--families", "squeezenet,nb201", "--count", "2", "--hw", "x86-64-v3:1",
-        "--build", "default", "--repeat", "3", "--quiet-timeout", "2", "--max-default-gflops", "0.05"]
+        "--build", "default", "--repeat", "3", "--quiet-timeout", "2",
+        "--max-default-gflops", "0.05"]
 
 
 def _collect(out: Path) -> subprocess.Popen[str]:

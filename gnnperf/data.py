@@ -1,0 +1,329 @@
+"""The measured dataset as PyTorch Geometric graphs, plus its statistics and splits.
+
+Shards (``datasets/shards/*.jsonl.gz``) hold graphs and labels; re-measurements for
+the noise floor live in ``datasets/noise/``. :class:`LatencyDataset` turns every
+record into a ``Data`` object whose node features are the kernel features followed
+by the hardware features (the hardware is on every node), with ``y`` the log of the
+whole-model median latency in ms and ``y_kernel`` the log per-kernel latencies.
+Features are stored raw; normalisation statistics are fitted on a training split
+only (:class:`FeatureScaler`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch_geometric.data import Data, InMemoryDataset
+
+from .errors import DatasetError
+from .features import KernelGraph, node_feature_names, node_feature_vector
+from .hardware import FEATURE_NAMES as HW_FEATURE_NAMES
+from .hardware import HardwareSpec
+from .shards import SCHEMA_VERSION, iter_lines, shard_paths
+
+DEFAULT_ROOT = Path(__file__).resolve().parent.parent / "datasets"
+
+
+def default_root() -> Path:
+    """The shipped dataset folder (``GNNPERF_DATASETS`` overrides it)."""
+    return Path(os.environ.get("GNNPERF_DATASETS", DEFAULT_ROOT))
+
+
+def feature_names() -> list[str]:
+    return node_feature_names() + [f"hw_{n}" for n in HW_FEATURE_NAMES]
+
+
+def family_of(model_id: str) -> str:
+    return model_id.rsplit("-", 1)[0]
+
+
+def graph_to_data(graph: KernelGraph, hw: HardwareSpec) -> Data:
+    """Node features (kernel ⊕ hardware), dataflow edges with log bytes; no labels."""
+    n = len(graph.nodes)
+    if n == 0:
+        raise DatasetError("a kernel graph without kernels cannot be encoded")
+    hw_vec = hw.feature_vector()
+    x = torch.tensor([node_feature_vector(node, n) + hw_vec for node in graph.nodes],
+                     dtype=torch.float32)
+    if graph.edges:
+        edge_index = torch.tensor([[a for a, _, _ in graph.edges], [b for _, b, _ in graph.edges]],
+                                  dtype=torch.long)
+        edge_attr = torch.tensor([[math.log1p(c)] for _, _, c in graph.edges],
+                                 dtype=torch.float32)
+    else:
+        edge_index = torch.zeros((2, 0), dtype=torch.long)
+        edge_attr = torch.zeros((0, 1), dtype=torch.float32)
+    return Data(x=x, edge_index=edge_index, edge_attr=edge_attr, num_nodes=n)
+
+
+def _records_and_graphs(shards_dir: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    graphs: dict[str, Any] = {}
+    records: list[dict[str, Any]] = []
+    for obj in iter_lines(shards_dir):
+        if obj.get("kind") == "graph":
+            graphs[obj["graph_id"]] = obj["graph"]
+        elif obj.get("kind") == "record":
+            records.append(obj)
+    return records, graphs
+
+
+def fingerprint(root: str | os.PathLike[str] | None = None) -> str:
+    """Content hash of every shard under ``root`` and of the feature layout."""
+    root = Path(root) if root is not None else default_root()
+    h = hashlib.sha256(f"schema{SCHEMA_VERSION}|{','.join(feature_names())}".encode())
+    for path in shard_paths(root):
+        h.update(str(path.relative_to(root)).encode())
+        h.update(hashlib.sha256(path.read_bytes()).digest())
+    return h.hexdigest()[:16]
+
+
+def record_to_data(record: dict[str, Any], graph: KernelGraph) -> Data:
+    data = graph_to_data(graph, HardwareSpec.from_dict(record["hw"]))
+    n = data.num_nodes
+    kernels = record.get("kernels_ms")
+    if kernels is not None and len(kernels) == n:
+        y_kernel = torch.tensor([math.log(max(k, 1e-6)) for k in kernels], dtype=torch.float32)
+        mask = torch.ones(n, dtype=torch.bool)
+    else:
+        y_kernel = torch.zeros(n, dtype=torch.float32)
+        mask = torch.zeros(n, dtype=torch.bool)
+    data.y = torch.tensor([math.log(record["whole"]["median_ms"])], dtype=torch.float32)
+    data.y_kernel = y_kernel
+    data.kernel_mask = mask
+    data.kernel_sum_ms = torch.tensor([record.get("kernel_sum_ms") or float("nan")],
+                                      dtype=torch.float32)
+    data.cv = torch.tensor([record["whole"].get("cv", 0.0)], dtype=torch.float32)
+    data.threads = torch.tensor([int(record["hw"]["threads"])], dtype=torch.long)
+    data.model_id = record["model_id"]
+    data.family = record["model"]["family"]
+    data.hw_id = record["hw_id"]
+    data.build = record["build"]
+    data.key = record["key"]
+    return data
+
+
+class LatencyDataset(InMemoryDataset):
+    """PyG dataset over the shards in ``root/shards`` (default: the shipped datasets/)."""
+
+    def __init__(self, root: str | os.PathLike[str] | None = None, transform: Any = None,
+                 force_reload: bool = False) -> None:
+        root = Path(root) if root is not None else default_root()
+        if not (root / "shards").is_dir():
+            raise DatasetError(f"no shards folder in {root}")
+        self._fingerprint = fingerprint(root)
+        super().__init__(str(root), transform, force_reload=force_reload)
+        self.load(self.processed_paths[0])
+
+    @property
+    def raw_dir(self) -> str:
+        return os.path.join(self.root, "shards")
+
+    @property
+    def processed_dir(self) -> str:
+        return os.path.join(self.root, "processed")
+
+    @property
+    def raw_file_names(self) -> list[str]:
+        return [str(p.relative_to(self.raw_dir)) for p in shard_paths(self.raw_dir)]
+
+    @property
+    def processed_file_names(self) -> list[str]:
+        return [f"data-{self._fingerprint}.pt"]
+
+    @property
+    def fingerprint(self) -> str:
+        return self._fingerprint
+
+    def download(self) -> None:
+        raise DatasetError(f"no dataset shards under {self.raw_dir}")
+
+    def process(self) -> None:
+        records, graphs = _records_and_graphs(Path(self.raw_dir))
+        cache: dict[str, KernelGraph] = {}
+        items = []
+        for rec in records:
+            gid = rec["graph_id"]
+            if gid not in graphs:
+                continue
+            if gid not in cache:
+                cache[gid] = KernelGraph.from_dict(graphs[gid])
+            items.append(record_to_data(rec, cache[gid]))
+        if not items:
+            raise DatasetError(f"no records in {self.raw_dir}")
+        self.save(items, self.processed_paths[0])
+
+
+# -- splits ---------------------------------------------------------------------------------
+
+SPLITS = ("random", "leave-family-out", "leave-hw-out", "real-architectures")
+
+
+def split_indices(
+    dataset: Sequence[Data] | InMemoryDataset,
+    kind: str = "random",
+    *,
+    seed: int = 0,
+    val_frac: float = 0.1,
+    test_frac: float = 0.15,
+    holdout: str | None = None,
+) -> tuple[list[int], list[int], list[int]]:
+    """(train, val, test) indices. Groups never straddle splits: all records of one model
+    stay together in ``random``; the held-out family / hardware id is the test set in the
+    leave-out splits; ``real-architectures`` tests on ``hf-*`` models only. Validation is
+    drawn from the training side by model, never from the test set.
+    """
+    if kind not in SPLITS:
+        raise DatasetError(f"unknown split '{kind}'; choose one of {', '.join(SPLITS)}")
+    models = [str(d.model_id) for d in _iter(dataset)]
+    fams = [str(d.family) for d in _iter(dataset)]
+    hws = [str(d.hw_id) for d in _iter(dataset)]
+    rng = np.random.default_rng(seed)
+    idx = np.arange(len(models))
+    if kind == "random":
+        test_mask = _pick_models(models, idx, test_frac, rng)
+    elif kind == "leave-family-out":
+        if holdout is None:
+            raise DatasetError("leave-family-out needs a held-out family")
+        test_mask = np.array([f == holdout for f in fams])
+    elif kind == "leave-hw-out":
+        if holdout is None:
+            raise DatasetError("leave-hw-out needs a held-out hardware id")
+        test_mask = np.array([h == holdout for h in hws])
+    else:
+        test_mask = np.array([f.startswith("hf-") for f in fams])
+    if not test_mask.any():
+        raise DatasetError(f"split '{kind}' (holdout {holdout}) leaves an empty test set")
+    rest = idx[~test_mask]
+    if kind == "leave-hw-out":
+        # the held-out hardware never appears in training, but its models may
+        rest_models = [models[i] for i in rest]
+    else:
+        test_models = {models[i] for i in idx[test_mask]}
+        rest = np.array([i for i in rest if models[i] not in test_models], dtype=int)
+        rest_models = [models[i] for i in rest]
+    val_local = _pick_models(rest_models, np.arange(len(rest)), val_frac / (1 - test_frac), rng)
+    val = rest[val_local]
+    train = rest[~val_local]
+    return [int(i) for i in train], [int(i) for i in val], [int(i) for i in idx[test_mask]]
+
+
+def _iter(dataset: Sequence[Data] | InMemoryDataset) -> Iterable[Data]:
+    if isinstance(dataset, InMemoryDataset):
+        # read the string columns without materialising every graph
+        store = dataset._data
+        for i in range(len(dataset)):
+            yield Data(model_id=store.model_id[i], family=store.family[i], hw_id=store.hw_id[i])
+    else:
+        yield from dataset
+
+
+def _pick_models(models: Sequence[str], idx: np.ndarray, frac: float,
+                 rng: np.random.Generator) -> np.ndarray:
+    unique = sorted(set(models))
+    rng.shuffle(unique)
+    chosen = set(unique[: max(1, int(round(frac * len(unique))))])
+    return np.array([models[i] in chosen for i in idx], dtype=bool)
+
+
+# -- normalisation --------------------------------------------------------------------------
+
+
+class FeatureScaler:
+    """Per-feature mean/std of node and edge features, fitted on training graphs only."""
+
+    def __init__(self, x_mean: torch.Tensor, x_std: torch.Tensor, e_mean: torch.Tensor,
+                 e_std: torch.Tensor) -> None:
+        self.x_mean, self.x_std, self.e_mean, self.e_std = x_mean, x_std, e_mean, e_std
+
+    @classmethod
+    def fit(cls, graphs: Iterable[Data]) -> FeatureScaler:
+        xs, es = [], []
+        for g in graphs:
+            xs.append(g.x)
+            es.append(g.edge_attr)
+        x = torch.cat(xs)
+        e = torch.cat(es) if es else torch.zeros((1, 1))
+        return cls(x.mean(0), x.std(0).clamp_min(1e-6), e.mean(0), e.std(0).clamp_min(1e-6))
+
+    def __call__(self, data: Data) -> Data:
+        data = data.clone()
+        data.x = (data.x - self.x_mean) / self.x_std
+        if data.edge_attr is not None and data.edge_attr.numel():
+            data.edge_attr = (data.edge_attr - self.e_mean) / self.e_std
+        return data
+
+    def state_dict(self) -> dict[str, list[float]]:
+        return {k: getattr(self, k).tolist() for k in ("x_mean", "x_std", "e_mean", "e_std")}
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, list[float]]) -> FeatureScaler:
+        return cls(*(torch.tensor(state[k]) for k in ("x_mean", "x_std", "e_mean", "e_std")))
+
+
+# -- statistics -----------------------------------------------------------------------------
+
+
+def noise_pairs(root: Path) -> list[tuple[dict[str, Any], float]]:
+    """(original record, re-measured median ms) for every re-measurement under root/noise."""
+    noise_dir = root / "noise"
+    if not noise_dir.is_dir():
+        return []
+    records = {r["key"]: r for r in iter_lines(root / "shards") if r.get("kind") == "record"}
+    pairs = []
+    for obj in iter_lines(noise_dir):
+        if obj.get("kind") == "remeasure" and obj["key"] in records:
+            pairs.append((records[obj["key"]], float(obj["whole"]["median_ms"])))
+    return pairs
+
+
+def dataset_stats(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """Counts, latency range, failures and noise floor of a dataset folder."""
+    root = Path(root) if root is not None else default_root()
+    shards = root / "shards"
+    if not shards.is_dir():
+        raise DatasetError(f"no shards folder in {root}")
+    records, failures = [], []
+    for obj in iter_lines(shards):
+        if obj.get("kind") == "record":
+            records.append(obj)
+        elif obj.get("kind") == "failure":
+            failures.append(obj)
+    lat = [r["whole"]["median_ms"] for r in records]
+    per_family = Counter(r["model"]["family"] for r in records)
+    per_hw = Counter(r["hw_id"] for r in records)
+    per_build = Counter(r["build"] for r in records)
+    pairs = noise_pairs(root)
+    noise = [abs(new - r["whole"]["median_ms"]) / r["whole"]["median_ms"] for r, new in pairs]
+    noise_by: dict[str, list[float]] = {}
+    for (r, _), err in zip(pairs, noise, strict=True):
+        noise_by.setdefault(f"{r['build']}/{r['hw']['threads']}t", []).append(err)
+    sizes = {str(p.relative_to(root)): p.stat().st_size for p in shard_paths(root)}
+    return {
+        "records": len(records),
+        "models": len({r["model_id"] for r in records}),
+        "families": len(per_family),
+        "hw_configs": len(per_hw),
+        "builds": len(per_build),
+        "records_with_kernel_labels": sum(r.get("kernels_ms") is not None for r in records),
+        "failures": len(failures),
+        "failures_by_stage": dict(Counter(f["stage"] for f in failures)),
+        "noise_floor_mape": float(np.mean(noise) * 100) if noise else None,
+        "noise_floor_records": len(noise),
+        "noise_floor_by_build_threads": {k: float(np.mean(v) * 100) for k, v in noise_by.items()},
+        "latency_ms_min": float(min(lat)) if lat else None,
+        "latency_ms_max": float(max(lat)) if lat else None,
+        "per_family": dict(sorted(per_family.items())),
+        "per_hw": dict(sorted(per_hw.items())),
+        "per_build": dict(sorted(per_build.items())),
+        "cpu_models": sorted({r["hw"]["cpu_model"] for r in records}),
+        "shard_bytes": sum(sizes.values()),
+        "shards": len(sizes),
+    }
