@@ -169,6 +169,18 @@ def cmd_dataset_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_dataset_remeasure(args: argparse.Namespace) -> int:
+    from .collect import remeasure
+    from .data import default_root
+    from .measure import MeasureSettings
+
+    root = args.root or default_root()
+    summary = remeasure(root, args.count, seed=args.seed,
+                        settings=MeasureSettings(quiet_timeout_s=args.quiet_timeout))
+    print(summary.line())
+    return 0
+
+
 def cmd_hw(args: argparse.Namespace) -> int:
     from .hardware import HardwareSpec, supported_isas
 
@@ -228,6 +240,12 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--root", type=Path, default=None, help="dataset folder (default: shipped)")
     q.add_argument("--json", action="store_true")
     q.set_defaults(func=cmd_dataset_stats)
+    q = dsub.add_parser("remeasure", help="measure existing records again (noise floor)")
+    q.add_argument("--root", type=Path, default=None, help="dataset folder (default: shipped)")
+    q.add_argument("--count", type=int, default=100)
+    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--quiet-timeout", type=float, default=float("inf"))
+    q.set_defaults(func=cmd_dataset_remeasure)
 
     p = sub.add_parser("hw", help="show this machine's hardware spec (measures once, cached)")
     p.add_argument("--isa", default=None)

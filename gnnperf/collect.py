@@ -306,6 +306,44 @@ class Collector:
             if os.environ.get("GNNPERF_DEBUG"):
                 traceback.print_exc()
 
+    def remeasure_group(self, recs: list[dict[str, Any]], isa: str, build: BuildConfig,
+                        summary: CollectSummary) -> None:
+        """Measure again, whole model only, records sharing one (model, ISA, build)."""
+        spec = zoo.ModelSpec.from_dict(recs[0]["model"])
+        stage = "import"
+        measured: set[str] = set()
+        try:
+            onnx_model = zoo.export_onnx(spec)
+            if zoo.onnx_sha256(onnx_model) != recs[0]["onnx_sha256"]:
+                raise GnnperfError("regenerated ONNX differs from the recorded one (spec drift)")
+            mod = import_to_relax(load_onnx(onnx_model))
+            stage = "compile"
+            target = HardwareSpec.from_dict(recs[0]["hw"]).target()
+            ex = compile_lowered(lower(mod, target, build))
+            arrays = make_inputs(dict(spec.inputs), seed=spec.seed)
+            with tempfile.TemporaryDirectory(prefix="gnnperf-remeasure-") as tmp:
+                lib = export_executable(ex, Path(tmp) / "model.so")
+                for rec in recs:
+                    stage = "measure"
+                    threads = int(rec["hw"]["threads"])
+                    m = measure_library(lib, arrays, threads, settings=self.settings,
+                                        worker=self._worker(threads))
+                    self.writer.append({
+                        "kind": "remeasure", "key": rec["key"], "model_id": rec["model_id"],
+                        "whole": {"median_ms": m.whole.median_ms, "samples_ms": m.whole.samples_ms,
+                                  "cv": round(m.whole.cv, 5), "iqr_ms": m.whole.iqr_ms},
+                        "other_load": m.other_load, "attempts": m.attempts,
+                        "first_created_at": rec["created_at"], "created_at": time.time(),
+                    })
+                    measured.add(rec["key"])
+                    summary.done += 1
+        except Exception as exc:
+            rest = [rec for rec in recs if rec["key"] not in measured]
+            for rec in rest:
+                self._fail(spec, rec["key"], stage, _reason(exc))
+            summary.failed += len(rest)
+            summary.failures[stage] += len(rest)
+
 
 def collect(
     out: str | os.PathLike[str],
@@ -335,6 +373,45 @@ def collect(
             for spec in interleaved_specs(families, count, start_seed):
                 collector.run_model(spec, summary, bar)
                 bar.set_postfix(done=summary.done, failed=summary.failed, refresh=False)
+    finally:
+        collector.close()
+        summary.seconds = time.time() - start
+    return summary
+
+
+def remeasure(
+    root: str | os.PathLike[str],
+    count: int,
+    *,
+    seed: int = 0,
+    settings: MeasureSettings | None = None,
+    progress: bool = True,
+) -> CollectSummary:
+    """Re-measure ``count`` existing records (whole model) into ``root/noise``.
+
+    The noise floor is the disagreement between two independent measurements of the same
+    (model, hardware, build) taken at different times; the ONNX is regenerated from the
+    recorded spec and must hash the same as the first time.
+    """
+    import numpy as np
+
+    root = Path(root)
+    records = [o for o in iter_lines(root / "shards") if o.get("kind") == "record"]
+    already = done_keys(root / "noise")
+    pool = [r for r in records if r["key"] not in already]
+    rng = np.random.default_rng(seed)
+    chosen = [pool[i] for i in rng.permutation(len(pool))[:count]]
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for rec in chosen:
+        groups.setdefault((rec["model_id"], rec["hw"]["isa"], rec["build"]), []).append(rec)
+    collector = Collector(root / "noise", [], [], settings=settings, shard_prefix="noise")
+    summary = CollectSummary()
+    start = time.time()
+    try:
+        with tqdm(total=len(chosen), unit="rec", disable=not progress) as bar:
+            for (_, isa, build), recs in groups.items():
+                collector.remeasure_group(recs, isa, BuildConfig.parse(build), summary)
+                bar.update(len(recs))
     finally:
         collector.close()
         summary.seconds = time.time() - start

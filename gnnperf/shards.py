@@ -118,6 +118,7 @@ class ShardWriter:
         try:
             with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz:
                 gz.write(data)
+            os.chmod(tmp, 0o644)  # mkstemp creates 0600; shards are shared data
             os.replace(tmp, self.path)
         finally:
             if os.path.exists(tmp):

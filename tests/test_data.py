@@ -1,0 +1,116 @@
+"""LatencyDataset, splits, feature scaling and dataset statistics on a small real collection."""
+
+from __future__ import annotations
+
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from gnnperf.data import (
+    FeatureScaler,
+    LatencyDataset,
+    dataset_stats,
+    feature_names,
+    split_indices,
+)
+from gnnperf.errors import DatasetError
+from gnnperf.shards import ShardWriter
+
+
+@pytest.fixture(scope="module")
+def small_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Four models × two thread counts, measured for real (tiny settings)."""
+    root = tmp_path_factory.mktemp("ds")
+    proc = subprocess.run(
+        [sys.executable, "-m", "gnnperf", "collect", "--out", str(root / "shards"),
+         "--families", "squeezenet,mixer", "--count", "2", "--hw", "x86-64-v3:1,x86-64-v3:2",
+         "--build", "sampled:0", "--repeat", "3", "--quiet-timeout", "2"],
+        capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return root
+
+
+def test_items_carry_features_labels_and_ids(small_root: Path) -> None:
+    ds = LatencyDataset(small_root)
+    stats = dataset_stats(small_root)
+    assert len(ds) == stats["records"] > 0
+    d = ds[0]
+    assert d.x.shape[1] == len(feature_names())
+    assert d.edge_index.shape[0] == 2 and d.edge_attr.shape[1] == 1
+    assert d.y.shape == (1,) and math.isfinite(float(d.y))
+    assert d.y_kernel.shape == (d.num_nodes,) and bool(d.kernel_mask.all())
+    assert d.family in ("squeezenet", "mixer") and d.build == "sampled:0"
+    # hardware features are on every node and differ between thread counts
+    threads = {int(g.threads) for g in ds}
+    assert threads == {1, 2}
+    hw_cols = [i for i, n in enumerate(feature_names()) if n == "hw_threads"]
+    assert {float(g.x[0, hw_cols[0]]) for g in ds} == {1.0, 2.0}
+
+
+def test_processed_cache_follows_the_shards(small_root: Path, tmp_path: Path) -> None:
+    root = tmp_path / "copy"
+    shutil.copytree(small_root / "shards", root / "shards")
+    first = LatencyDataset(root)
+    ShardWriter(root / "shards", "extra").append({"kind": "failure", "key": "x"})
+    second = LatencyDataset(root)
+    assert first.fingerprint != second.fingerprint
+    assert len(first) == len(second)
+
+
+def test_splits_keep_models_together_and_val_off_test(small_root: Path) -> None:
+    ds = LatencyDataset(small_root)
+    train, val, test = split_indices(ds, "random", seed=0, val_frac=0.25, test_frac=0.25)
+    models = [ds[i].model_id for i in range(len(ds))]
+    for a, b in [(train, val), (train, test), (val, test)]:
+        assert not {models[i] for i in a} & {models[i] for i in b}
+    assert sorted(train + val + test) == list(range(len(ds)))
+    tr, va, te = split_indices(ds, "leave-family-out", holdout="mixer", val_frac=0.25)
+    assert {ds[i].family for i in te} == {"mixer"}
+    assert "mixer" not in {ds[i].family for i in tr + va}
+    tr, va, te = split_indices(ds, "leave-hw-out", holdout="local/x86-64-v3/2t", val_frac=0.25)
+    assert {ds[i].hw_id for i in te} == {"local/x86-64-v3/2t"}
+    assert "local/x86-64-v3/2t" not in {ds[i].hw_id for i in tr + va}
+    with pytest.raises(DatasetError):
+        split_indices(ds, "leave-family-out", holdout="nope")
+    with pytest.raises(DatasetError):
+        split_indices(ds, "real-architectures")  # no hf-* models in this small set
+
+
+def test_scaler_is_fitted_on_given_graphs_only(small_root: Path) -> None:
+    ds = LatencyDataset(small_root)
+    train = [ds[i] for i in range(len(ds)) if ds[i].family == "squeezenet"]
+    scaler = FeatureScaler.fit(train)
+    x = torch.cat([scaler(g).x for g in train])
+    assert torch.allclose(x.mean(0), torch.zeros(x.shape[1]), atol=1e-3)
+    again = FeatureScaler.from_state_dict(scaler.state_dict())
+    assert torch.equal(again(train[0]).x, scaler(train[0]).x)
+
+
+def test_stats_and_noise_floor(small_root: Path, tmp_path: Path) -> None:
+    stats = dataset_stats(small_root)
+    assert stats["families"] == 2 and stats["hw_configs"] == 2 and stats["builds"] == 1
+    assert stats["records_with_kernel_labels"] == stats["records"]
+    assert stats["noise_floor_mape"] is None
+    assert 0 < stats["latency_ms_min"] <= stats["latency_ms_max"]
+    root = tmp_path / "noisy"
+    shutil.copytree(small_root / "shards", root / "shards")
+    proc = subprocess.run([sys.executable, "-m", "gnnperf", "dataset", "remeasure", "--root",
+                           str(root), "--count", "3", "--quiet-timeout", "2"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    stats = dataset_stats(root)
+    assert stats["noise_floor_records"] == 3
+    assert stats["noise_floor_mape"] is not None and stats["noise_floor_mape"] >= 0
+    assert stats["noise_floor_by_build_threads"]
+
+
+def test_missing_dataset_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(DatasetError):
+        LatencyDataset(tmp_path)
+    with pytest.raises(DatasetError):
+        dataset_stats(tmp_path)
