@@ -181,6 +181,53 @@ def cmd_dataset_remeasure(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_train(args: argparse.Namespace) -> int:
+    from .data import LatencyDataset
+    from .training import TrainConfig, save_checkpoint, train_model
+
+    cfg = TrainConfig(split=args.split, holdout=args.holdout, epochs=args.epochs,
+                      patience=args.patience, aux_weight=args.aux_weight, use_hw=not args.no_hw,
+                      seed=args.seed, device=args.device, max_minutes=args.max_minutes)
+    dataset = LatencyDataset(args.root)
+    result = train_model(dataset, cfg)
+    path = save_checkpoint(result, cfg, dataset, args.out)
+    m = result.metrics
+    t = m["test"]
+    print(f"dataset {dataset.fingerprint}: {m['train_graphs']} train / {m['val_graphs']} val / "
+          f"{m['test_graphs']} test graphs, best epoch {m['best_epoch']} of {m['epochs_run']} "
+          f"({m['train_minutes']:.1f} min)")
+    print(f"test ({cfg.split}{'/' + cfg.holdout if cfg.holdout else ''}): MAPE {t['mape']:.2f}%  "
+          f"RMSPE {t['rmspe']:.2f}%  Acc@5% {t['acc5']:.1f}%  Acc@10% {t['acc10']:.1f}%  "
+          f"Spearman {t.get('spearman', float('nan')):.3f}  "
+          f"{m['interval_nominal_coverage']:.0f}% interval covers "
+          f"{m['test_interval_coverage']:.1f}%")
+    print(f"checkpoint: {path}")
+    return 0
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    import warnings
+
+    from .predict import predict
+
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        r = predict(args.model, args.hw, build=args.build, checkpoint=args.checkpoint,
+                    input_shapes=_input_shapes(args.input_shape))
+    for reason in r.warnings:
+        print(f"gnnperf: warning: {reason}", file=sys.stderr)
+    if args.json:
+        _print_json(r.to_dict())
+        return 0
+    print(f"{args.model} on {r.hw_id}, build {r.build}: {r.latency_ms:.4f} ms "
+          f"[{r.low_ms:.4f}, {r.high_ms:.4f}] ({r.coverage * 100:.0f}% interval), "
+          f"predicted in {r.predict_s * 1e3:.0f} ms")
+    if args.kernels:
+        for k in r.kernels:
+            print(f"{k.index:>4}  {k.name[:48]:<48} {k.ms:>10.4f} ms {k.flops / 1e6:>10.3f} MFLOP")
+    return 0
+
+
 def cmd_hw(args: argparse.Namespace) -> int:
     from .hardware import HardwareSpec, supported_isas
 
@@ -190,6 +237,21 @@ def cmd_hw(args: argparse.Namespace) -> int:
     spec = HardwareSpec.local(args.isa, args.threads)
     _print_json({"hw_id": spec.hw_id, **spec.to_dict()})
     return 0
+
+
+def add_train_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--root", type=Path, default=None, help="dataset folder (default: shipped)")
+    p.add_argument("--split", default="random",
+                   choices=["random", "leave-family-out", "leave-hw-out", "real-architectures"])
+    p.add_argument("--holdout", default=None, help="family or hw id held out by the split")
+    p.add_argument("--epochs", type=int, default=200)
+    p.add_argument("--patience", type=int, default=30)
+    p.add_argument("--aux-weight", type=float, default=0.3, help="per-kernel loss weight")
+    p.add_argument("--no-hw", action="store_true", help="ablation: hide hardware features")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--max-minutes", type=float, default=18.0)
+    p.add_argument("--out", type=Path, default=Path("checkpoints"))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -233,6 +295,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds to wait for a quiet machine before measuring anyway "
                         "(default: wait as long as it takes)")
     p.set_defaults(func=cmd_collect)
+
+    p = sub.add_parser("train", help="train the latency GNN (same as python train.py)")
+    add_train_args(p)
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("predict", help="predict a model's latency without running it")
+    p.add_argument("model", type=Path)
+    p.add_argument("--hw", default="local", help="local, local/ISA, local/ISA/Nt or a JSON file")
+    p.add_argument("--build", default="default")
+    p.add_argument("--checkpoint", type=Path, default=None)
+    p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0,D1,...")
+    p.add_argument("--kernels", action="store_true", help="print the per-kernel breakdown")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_predict)
 
     p = sub.add_parser("dataset", help="inspect a dataset folder")
     dsub = p.add_subparsers(dest="dataset_command", required=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -128,3 +130,16 @@ def _hardware_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     import os
 
     os.environ["GNNPERF_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+
+
+@pytest.fixture(scope="session")
+def small_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Four models × two thread counts, measured for real (tiny settings)."""
+    root = tmp_path_factory.mktemp("ds")
+    proc = subprocess.run(
+        [sys.executable, "-m", "gnnperf", "collect", "--out", str(root / "shards"),
+         "--families", "squeezenet,mixer", "--count", "2", "--hw", "x86-64-v3:1,x86-64-v3:2",
+         "--build", "sampled:0", "--repeat", "3", "--quiet-timeout", "2"],
+        capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return root

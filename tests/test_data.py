@@ -22,19 +22,6 @@ from gnnperf.errors import DatasetError
 from gnnperf.shards import ShardWriter
 
 
-@pytest.fixture(scope="module")
-def small_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Four models × two thread counts, measured for real (tiny settings)."""
-    root = tmp_path_factory.mktemp("ds")
-    proc = subprocess.run(
-        [sys.executable, "-m", "gnnperf", "collect", "--out", str(root / "shards"),
-         "--families", "squeezenet,mixer", "--count", "2", "--hw", "x86-64-v3:1,x86-64-v3:2",
-         "--build", "sampled:0", "--repeat", "3", "--quiet-timeout", "2"],
-        capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return root
-
-
 def test_items_carry_features_labels_and_ids(small_root: Path) -> None:
     ds = LatencyDataset(small_root)
     stats = dataset_stats(small_root)

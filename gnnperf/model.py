@@ -1,0 +1,135 @@
+"""The latency GNN: message passing over the kernel DAG, a direct whole-model head.
+
+Design (why each piece is there):
+
+- **Directed message passing.** A kernel's cost depends on what feeds it (cache
+  state, layouts) and on what consumes it; each layer passes messages along the
+  dataflow edges and against them with separate weights (GINE convolutions that see
+  the edge's tensor bytes), then mixes both with a residual and LayerNorm.
+- **Per-kernel head.** Every node predicts its own log-latency; trained on measured
+  kernel times as an auxiliary loss, it shapes the node embeddings.
+- **Readout that can add and interact.** Sum, mean, max and attention pooling, plus
+  ``log Σ exp(per-kernel prediction)``: the log of the predicted kernel sum, so the
+  additive estimate is one feature away, while the pooled embeddings carry what a
+  sum cannot express (launch overheads, inter-kernel effects, threading).
+- **Whole-model head.** Log-latency is regressed directly from the readout (not a
+  sum of node outputs), with a second output for the log of its standard deviation,
+  which gives the prediction interval.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch_geometric.data import Batch, Data
+from torch_geometric.nn import AttentionalAggregation, GINEConv
+from torch_geometric.utils import scatter
+
+
+@dataclass
+class ModelConfig:
+    """Shape of the network; stored in checkpoints."""
+
+    in_dim: int
+    hw_dim: int
+    edge_dim: int = 1
+    hidden: int = 128
+    layers: int = 4
+    dropout: float = 0.0
+    use_hw: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _mlp(dims: list[int], dropout: float = 0.0) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for i in range(len(dims) - 1):
+        layers.append(nn.Linear(dims[i], dims[i + 1]))
+        if i < len(dims) - 2:
+            layers.append(nn.GELU())
+            if dropout:
+                layers.append(nn.Dropout(dropout))
+    return nn.Sequential(*layers)
+
+
+class DirectedLayer(nn.Module):
+    """One round of messages along and against the dataflow edges."""
+
+    def __init__(self, hidden: int, edge_dim: int, dropout: float) -> None:
+        super().__init__()
+        self.forward_conv = GINEConv(_mlp([hidden, hidden, hidden]), edge_dim=edge_dim)
+        self.backward_conv = GINEConv(_mlp([hidden, hidden, hidden]), edge_dim=edge_dim)
+        self.mix = _mlp([2 * hidden, hidden, hidden], dropout)
+        self.norm = nn.LayerNorm(hidden)
+
+    def forward(self, h: Tensor, edge_index: Tensor, edge_attr: Tensor) -> Tensor:
+        fwd = self.forward_conv(h, edge_index, edge_attr)
+        bwd = self.backward_conv(h, edge_index.flip(0), edge_attr)
+        return self.norm(h + self.mix(torch.cat([fwd, bwd], dim=-1)))
+
+
+@dataclass
+class GNNOutput:
+    mu: Tensor  # [graphs] predicted log-ms of the whole model
+    log_sigma: Tensor  # [graphs] log standard deviation of that prediction
+    kernel_mu: Tensor  # [nodes] predicted log-ms per kernel
+
+
+class LatencyGNN(nn.Module):
+    """Kernel graph (+ hardware on every node) → whole-model and per-kernel log-latency."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        h = config.hidden
+        self.encoder = _mlp([config.in_dim, h, h], config.dropout)
+        self.layers = nn.ModuleList(
+            DirectedLayer(h, config.edge_dim, config.dropout) for _ in range(config.layers)
+        )
+        self.kernel_head = _mlp([h, h // 2, 1])
+        self.attention_pool = AttentionalAggregation(gate_nn=_mlp([h, h // 2, 1]),
+                                                     nn=_mlp([h, h]))
+        self.graph_head = _mlp([4 * h + 2, h, h // 2, 2], config.dropout)
+        self.additive_weight = nn.Parameter(torch.tensor(1.0))
+
+    def _inputs(self, x: Tensor) -> Tensor:
+        if self.config.use_hw:
+            return x
+        # ablation: the model sees no hardware (the columns are zeroed, shapes unchanged)
+        keep = x.new_ones(x.shape[1])
+        keep[-self.config.hw_dim:] = 0.0
+        return x * keep
+
+    def forward(self, data: Data | Batch) -> GNNOutput:
+        x, edge_index, edge_attr = data.x, data.edge_index, data.edge_attr
+        batch = getattr(data, "batch", None)
+        if batch is None:
+            batch = torch.zeros(x.shape[0], dtype=torch.long, device=x.device)
+        n_graphs = int(batch.max()) + 1 if batch.numel() else 0
+        h = self.encoder(self._inputs(x))
+        for layer in self.layers:
+            h = layer(h, edge_index, edge_attr)
+        kernel_mu = self.kernel_head(h).squeeze(-1)
+        # log Σ exp(kernel predictions) per graph, computed stably
+        peak = scatter(kernel_mu, batch, dim=0, dim_size=n_graphs, reduce="max")
+        total = scatter((kernel_mu - peak[batch]).exp(), batch, dim=0, dim_size=n_graphs,
+                        reduce="sum")
+        log_kernel_sum = peak + total.log()
+        counts = scatter(torch.ones_like(kernel_mu), batch, dim=0, dim_size=n_graphs,
+                         reduce="sum")
+        pooled = torch.cat([
+            scatter(h, batch, dim=0, dim_size=n_graphs, reduce="sum") / 16.0,
+            scatter(h, batch, dim=0, dim_size=n_graphs, reduce="mean"),
+            scatter(h, batch, dim=0, dim_size=n_graphs, reduce="max"),
+            self.attention_pool(h, batch, dim_size=n_graphs),
+            log_kernel_sum.unsqueeze(-1),
+            counts.log().unsqueeze(-1),
+        ], dim=-1)
+        out = self.graph_head(pooled)
+        mu = self.additive_weight * log_kernel_sum + out[:, 0]
+        log_sigma = out[:, 1].clamp(-7.0, 3.0)
+        return GNNOutput(mu=mu, log_sigma=log_sigma, kernel_mu=kernel_mu)

@@ -1,0 +1,183 @@
+"""Prediction: ONNX model + hardware → latency with an interval and a per-kernel breakdown.
+
+The model is lowered exactly as the collector lowers it (same pipeline, same build
+configuration), so the graph the GNN sees is the graph of the code that would run;
+nothing is compiled or executed.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import onnx
+import torch
+from torch_geometric.data import Batch
+
+from .builds import BuildConfig
+from .data import graph_to_data
+from .features import KernelGraph, extract_graph
+from .hardware import FEATURE_NAMES as HW_FEATURE_NAMES
+from .hardware import HardwareSpec
+from .lowering import lower_onnx
+from .model import LatencyGNN
+from .training import INTERVAL_Z, load_checkpoint, model_from_checkpoint
+
+DEFAULT_CHECKPOINT = Path(__file__).resolve().parent.parent / "checkpoints" / "gnnperf.pt"
+
+
+class OutOfDistributionWarning(UserWarning):
+    """The input lies outside what the checkpoint was trained on."""
+
+
+@dataclass
+class KernelPrediction:
+    index: int
+    name: str
+    ms: float
+    flops: float
+
+
+@dataclass
+class Prediction:
+    """A latency prediction; ``low_ms``..``high_ms`` covers the truth with ``coverage``."""
+
+    latency_ms: float
+    low_ms: float
+    high_ms: float
+    coverage: float
+    hw_id: str
+    build: str
+    kernels: list[KernelPrediction] = field(default_factory=list)
+    predict_s: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Predictor:
+    """A loaded checkpoint, ready to predict graphs."""
+
+    def __init__(self, checkpoint: str | os.PathLike[str] | None = None) -> None:
+        path = Path(checkpoint) if checkpoint is not None else default_checkpoint()
+        self.payload = load_checkpoint(path)
+        self.model: LatencyGNN
+        self.model, self.scaler = model_from_checkpoint(self.payload)
+        self.sigma_scale = float(self.payload["sigma_scale"])
+        self.coverage = float(self.payload["interval_coverage"])
+
+    def check_inputs(self, hw: HardwareSpec, build: str) -> list[str]:
+        """Reasons why a prediction may be unreliable (empty when in distribution)."""
+        reasons = []
+        for name, value in zip(HW_FEATURE_NAMES, hw.feature_vector(), strict=True):
+            lo, hi = self.payload["hw_ranges"][name]
+            span = max(hi - lo, 1e-9)
+            if value < lo - 0.25 * span - 1e-6 or value > hi + 0.25 * span + 1e-6:
+                reasons.append(f"hardware feature {name}={value:.3g} is outside the training "
+                               f"range [{lo:.3g}, {hi:.3g}]")
+        builds = self.payload.get("builds", [])
+        if builds and build not in builds and not (
+            build.startswith("sampled:") and any(b.startswith("sampled:") for b in builds)
+        ):
+            reasons.append(f"build '{build}' was not in the training data ({', '.join(builds)})")
+        return reasons
+
+    @torch.no_grad()
+    def predict_graphs(self, items: Sequence[tuple[KernelGraph, HardwareSpec]]
+                       ) -> list[Prediction]:
+        """Predict many lowered graphs in one batched forward pass."""
+        start = time.perf_counter()
+        datas = [self.scaler(graph_to_data(g, hw)) for g, hw in items]
+        batch = Batch.from_data_list(datas)
+        out = self.model(batch)
+        per_graph_s = (time.perf_counter() - start) / max(len(items), 1)
+        results = []
+        offsets = batch.ptr.tolist()
+        for i, (graph, hw) in enumerate(items):
+            mu = float(out.mu[i])
+            sigma = float(out.log_sigma[i].exp()) * self.sigma_scale
+            kernel_ms = out.kernel_mu[offsets[i]:offsets[i + 1]].exp().tolist()
+            reasons = self.check_inputs(hw, graph.build)
+            for reason in reasons:
+                warnings.warn(reason, OutOfDistributionWarning, stacklevel=3)
+            results.append(Prediction(
+                latency_ms=math.exp(mu),
+                low_ms=math.exp(mu - INTERVAL_Z * sigma),
+                high_ms=math.exp(mu + INTERVAL_Z * sigma),
+                coverage=self.coverage,
+                hw_id=hw.hw_id,
+                build=graph.build,
+                kernels=[KernelPrediction(n.index, n.name, float(ms), n.flops)
+                         for n, ms in zip(graph.nodes, kernel_ms, strict=True)],
+                predict_s=per_graph_s,
+                warnings=reasons,
+            ))
+        return results
+
+
+def default_checkpoint() -> Path:
+    return Path(os.environ.get("GNNPERF_CHECKPOINT", DEFAULT_CHECKPOINT))
+
+
+@lru_cache(maxsize=4)
+def _cached_predictor(path: str) -> Predictor:
+    return Predictor(path)
+
+
+def _predictor(checkpoint: str | os.PathLike[str] | None) -> Predictor:
+    return _cached_predictor(str(Path(checkpoint) if checkpoint else default_checkpoint()))
+
+
+def lower_for_prediction(
+    model: str | os.PathLike[str] | onnx.ModelProto,
+    hw: HardwareSpec,
+    build: str,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+) -> KernelGraph:
+    return extract_graph(lower_onnx(model, hw, build, input_shapes))
+
+
+def predict(
+    onnx_path: str | os.PathLike[str] | onnx.ModelProto,
+    hw: HardwareSpec | dict[str, Any] | str = "local",
+    build: str = "default",
+    checkpoint: str | os.PathLike[str] | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+) -> Prediction:
+    """Predict the latency of an ONNX model on ``hw`` with the given build configuration.
+
+    ``hw`` is a :class:`HardwareSpec`, its dict, or an id: ``"local"`` (this machine, best
+    ISA, all cores), ``"local/x86-64-v3/1t"``, ... The time taken (lowering included) is
+    in ``predict_s``.
+    """
+    start = time.perf_counter()
+    build = str(BuildConfig.parse(build))
+    spec = HardwareSpec.coerce(hw)
+    predictor = _predictor(checkpoint)
+    graph = lower_for_prediction(onnx_path, spec, build, input_shapes)
+    result = predictor.predict_graphs([(graph, spec)])[0]
+    result.predict_s = time.perf_counter() - start
+    return result
+
+
+def predict_many(
+    models: Sequence[str | os.PathLike[str] | onnx.ModelProto | KernelGraph],
+    hw: HardwareSpec | dict[str, Any] | str = "local",
+    build: str = "default",
+    checkpoint: str | os.PathLike[str] | None = None,
+) -> list[Prediction]:
+    """Predict a batch; already-lowered :class:`KernelGraph` items skip lowering."""
+    build = str(BuildConfig.parse(build))
+    spec = HardwareSpec.coerce(hw)
+    predictor = _predictor(checkpoint)
+    graphs = [m if isinstance(m, KernelGraph) else lower_for_prediction(m, spec, build)
+              for m in models]
+    return predictor.predict_graphs([(g, spec) for g in graphs])

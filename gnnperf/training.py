@@ -1,0 +1,285 @@
+"""Training the latency GNN: splits, loss, early stopping on validation, checkpoints.
+
+The loss works in log space, so it is a relative error: the whole-model head is
+trained with squared error of log-latency, its spread head with a Gaussian negative
+log-likelihood (on the detached mean, so uncertainty never pulls the estimate), and
+the per-kernel head with squared log error on measured kernels, weighted by
+``aux_weight``. The checkpoint kept is the epoch with the best validation MAPE; the
+test split is only evaluated once, at the end, for the report.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from scipy import stats as sps
+from torch_geometric.loader import DataLoader
+from tqdm import tqdm
+
+from .data import FeatureScaler, LatencyDataset, feature_names, split_indices
+from .errors import CheckpointError
+from .hardware import FEATURE_NAMES as HW_FEATURE_NAMES
+from .model import LatencyGNN, ModelConfig
+
+#: Nominal coverage of the reported prediction interval.
+INTERVAL_COVERAGE = 0.9
+INTERVAL_Z = float(sps.norm.ppf(0.5 + INTERVAL_COVERAGE / 2))
+
+
+@dataclass
+class TrainConfig:
+    split: str = "random"
+    holdout: str | None = None
+    epochs: int = 200
+    patience: int = 30
+    batch_size: int = 32
+    lr: float = 2e-3
+    weight_decay: float = 1e-5
+    hidden: int = 128
+    layers: int = 4
+    dropout: float = 0.0
+    aux_weight: float = 0.3
+    use_hw: bool = True
+    seed: int = 0
+    device: str = "cpu"
+    val_frac: float = 0.1
+    test_frac: float = 0.15
+    max_minutes: float = 18.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def metrics(pred_ms: np.ndarray, true_ms: np.ndarray) -> dict[str, float]:
+    """MAPE, RMSPE, Acc@5%/10% (percent) and rank correlations."""
+    pred_ms, true_ms = np.asarray(pred_ms, float), np.asarray(true_ms, float)
+    rel = (pred_ms - true_ms) / true_ms
+    out = {
+        "mape": float(np.mean(np.abs(rel)) * 100),
+        "rmspe": float(np.sqrt(np.mean(rel**2)) * 100),
+        "acc5": float(np.mean(np.abs(rel) <= 0.05) * 100),
+        "acc10": float(np.mean(np.abs(rel) <= 0.10) * 100),
+        "n": int(len(true_ms)),
+    }
+    if len(true_ms) > 2:
+        out["spearman"] = float(sps.spearmanr(pred_ms, true_ms).statistic)
+        out["kendall"] = float(sps.kendalltau(pred_ms, true_ms).statistic)
+    return out
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+
+
+@dataclass
+class Predictions:
+    mu: np.ndarray
+    sigma: np.ndarray
+    y: np.ndarray
+
+    def ms(self) -> np.ndarray:
+        return np.exp(self.mu)
+
+
+@torch.no_grad()
+def predict_loader(model: LatencyGNN, loader: DataLoader, device: str = "cpu") -> Predictions:
+    model.eval()
+    mus, sigmas, ys = [], [], []
+    for batch in loader:
+        batch = batch.to(device)
+        out = model(batch)
+        mus.append(out.mu.cpu())
+        sigmas.append(out.log_sigma.exp().cpu())
+        ys.append(batch.y.cpu())
+    return Predictions(torch.cat(mus).numpy(), torch.cat(sigmas).numpy(),
+                       torch.cat(ys).numpy())
+
+
+def _loss(model: LatencyGNN, batch: Any, aux_weight: float) -> torch.Tensor:
+    out = model(batch)
+    y = batch.y.view(-1)
+    mse = torch.mean((out.mu - y) ** 2)
+    sigma = out.log_sigma.exp()
+    nll = torch.mean(0.5 * ((y - out.mu.detach()) / sigma) ** 2 + out.log_sigma)
+    loss = mse + 0.1 * nll
+    if aux_weight > 0:
+        mask = batch.kernel_mask
+        if bool(mask.any()):
+            loss = loss + aux_weight * torch.mean((out.kernel_mu[mask] - batch.y_kernel[mask]) ** 2)
+    return loss
+
+
+@dataclass
+class TrainResult:
+    model: LatencyGNN
+    scaler: FeatureScaler
+    sigma_scale: float
+    metrics: dict[str, Any]
+    indices: dict[str, list[int]]
+    history: list[dict[str, float]] = field(default_factory=list)
+
+
+def train_model(dataset: LatencyDataset, cfg: TrainConfig, progress: bool = True) -> TrainResult:
+    """Fit on the training split, pick the epoch by validation MAPE, report on test."""
+    seed_everything(cfg.seed)
+    train_idx, val_idx, test_idx = split_indices(
+        dataset, cfg.split, seed=cfg.seed, val_frac=cfg.val_frac, test_frac=cfg.test_frac,
+        holdout=cfg.holdout)
+    raw_train = [dataset[i] for i in train_idx]
+    scaler = FeatureScaler.fit(raw_train)
+    train_set = [scaler(d) for d in raw_train]
+    val_set = [scaler(dataset[i]) for i in val_idx]
+    test_set = [scaler(dataset[i]) for i in test_idx]
+    gen = torch.Generator().manual_seed(cfg.seed)
+    train_loader = DataLoader(train_set, batch_size=cfg.batch_size, shuffle=True, generator=gen)
+    val_loader = DataLoader(val_set, batch_size=256)
+    test_loader = DataLoader(test_set, batch_size=256)
+    mcfg = ModelConfig(in_dim=train_set[0].x.shape[1], hw_dim=len(HW_FEATURE_NAMES),
+                       hidden=cfg.hidden, layers=cfg.layers, dropout=cfg.dropout,
+                       use_hw=cfg.use_hw)
+    model = LatencyGNN(mcfg).to(cfg.device)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=cfg.epochs, eta_min=cfg.lr / 50)
+    best_state, best_val, bad_epochs = None, math.inf, 0
+    history: list[dict[str, float]] = []
+    start = time.time()
+    bar = tqdm(range(cfg.epochs), desc="train", unit="epoch", disable=not progress)
+    for epoch in bar:
+        model.train()
+        total, count = 0.0, 0
+        for batch in train_loader:
+            batch = batch.to(cfg.device)
+            opt.zero_grad()
+            loss = _loss(model, batch, cfg.aux_weight)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+            opt.step()
+            total += float(loss.detach()) * batch.num_graphs
+            count += batch.num_graphs
+        sched.step()
+        val = predict_loader(model, val_loader, cfg.device)
+        val_mape = metrics(val.ms(), np.exp(val.y))["mape"]
+        history.append({"epoch": epoch, "train_loss": total / max(count, 1),
+                        "val_mape": val_mape})
+        bar.set_postfix(loss=f"{total / max(count, 1):.4f}", val_mape=f"{val_mape:.2f}%")
+        if val_mape < best_val - 1e-6:
+            best_val, bad_epochs = val_mape, 0
+            best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        else:
+            bad_epochs += 1
+        if bad_epochs >= cfg.patience or (time.time() - start) / 60 > cfg.max_minutes:
+            break
+    bar.close()
+    assert best_state is not None
+    model.load_state_dict(best_state)
+    val = predict_loader(model, val_loader, cfg.device)
+    # widen/narrow sigma so that the nominal coverage holds on validation
+    z = np.abs(val.y - val.mu) / np.maximum(val.sigma, 1e-6)
+    sigma_scale = float(np.quantile(z, INTERVAL_COVERAGE) / INTERVAL_Z) if len(z) else 1.0
+    test = predict_loader(model, test_loader, cfg.device)
+    low = np.exp(test.mu - INTERVAL_Z * sigma_scale * test.sigma)
+    high = np.exp(test.mu + INTERVAL_Z * sigma_scale * test.sigma)
+    true = np.exp(test.y)
+    result_metrics = {
+        "split": cfg.split,
+        "holdout": cfg.holdout,
+        "val": metrics(val.ms(), np.exp(val.y)),
+        "test": metrics(test.ms(), true),
+        "test_interval_coverage": float(np.mean((true >= low) & (true <= high)) * 100),
+        "interval_nominal_coverage": INTERVAL_COVERAGE * 100,
+        "epochs_run": len(history),
+        "best_epoch": int(np.argmin([h["val_mape"] for h in history])),
+        "train_minutes": (time.time() - start) / 60,
+        "train_graphs": len(train_set),
+        "val_graphs": len(val_set),
+        "test_graphs": len(test_set),
+    }
+    return TrainResult(model, scaler, sigma_scale, result_metrics,
+                       {"train": train_idx, "val": val_idx, "test": test_idx}, history)
+
+
+# -- checkpoints ----------------------------------------------------------------------------
+
+
+def hw_ranges(dataset: LatencyDataset, indices: list[int]) -> dict[str, list[float]]:
+    """Per hardware feature, the [min, max] seen in training (for out-of-range warnings)."""
+    n_hw = len(HW_FEATURE_NAMES)
+    rows = torch.stack([dataset[i].x[0, -n_hw:] for i in indices])
+    return {name: [float(rows[:, j].min()), float(rows[:, j].max())]
+            for j, name in enumerate(HW_FEATURE_NAMES)}
+
+
+def save_checkpoint(result: TrainResult, cfg: TrainConfig, dataset: LatencyDataset,
+                    out: str | os.PathLike[str]) -> Path:
+    """Write ``gnnperf.pt`` and ``metrics.json`` into ``out`` (temp files, then rename)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "format": 1,
+        "model_config": result.model.config.to_dict(),
+        "train_config": cfg.to_dict(),
+        "state_dict": {k: v.to(torch.float32) for k, v in result.model.state_dict().items()},
+        "scaler": result.scaler.state_dict(),
+        "sigma_scale": result.sigma_scale,
+        "interval_coverage": INTERVAL_COVERAGE,
+        "feature_names": feature_names(),
+        "dataset_fingerprint": dataset.fingerprint,
+        "hw_ranges": hw_ranges(dataset, result.indices["train"]),
+        "builds": sorted({dataset[i].build for i in result.indices["train"]}),
+        "metrics": result.metrics,
+    }
+    _atomic_write(out / "gnnperf.pt", lambda p: torch.save(payload, p))
+    _atomic_write(out / "metrics.json",
+                  lambda p: Path(p).write_text(json.dumps(
+                      {"dataset_fingerprint": dataset.fingerprint, "train_config": cfg.to_dict(),
+                       **result.metrics}, indent=1)))
+    return out / "gnnperf.pt"
+
+
+def _atomic_write(path: Path, write: Any) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
+    path = Path(path)
+    if path.is_dir():
+        path = path / "gnnperf.pt"
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path} not found; run `python train.py` first")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as exc:
+        raise CheckpointError(f"checkpoint {path} is unreadable: {exc}") from None
+    if not isinstance(payload, dict) or payload.get("format") != 1:
+        raise CheckpointError(f"{path} is not a gnnperf checkpoint")
+    if payload["feature_names"] != feature_names():
+        raise CheckpointError(f"checkpoint {path} was trained on other features; retrain it")
+    return payload
+
+
+def model_from_checkpoint(payload: dict[str, Any]) -> tuple[LatencyGNN, FeatureScaler]:
+    model = LatencyGNN(ModelConfig(**payload["model_config"]))
+    model.load_state_dict(payload["state_dict"])
+    model.eval()
+    return model, FeatureScaler.from_state_dict(payload["scaler"])

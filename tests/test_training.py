@@ -1,0 +1,124 @@
+"""Training, checkpoints and prediction on a small real collection."""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from gnnperf.data import LatencyDataset
+from gnnperf.errors import CheckpointError
+from gnnperf.features import extract_graph
+from gnnperf.hardware import HardwareSpec
+from gnnperf.lowering import lower_onnx
+from gnnperf.model import LatencyGNN, ModelConfig
+from gnnperf.predict import OutOfDistributionWarning, Predictor, predict, predict_many
+from gnnperf.training import (
+    TrainConfig,
+    load_checkpoint,
+    metrics,
+    save_checkpoint,
+    train_model,
+)
+
+FAST = dict(epochs=4, patience=4, hidden=32, layers=2, batch_size=4, val_frac=0.25,
+            test_frac=0.25)
+
+
+@pytest.fixture(scope="module")
+def trained(small_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    ds = LatencyDataset(small_root)
+    cfg = TrainConfig(**FAST)
+    result = train_model(ds, cfg, progress=False)
+    return save_checkpoint(result, cfg, ds, tmp_path_factory.mktemp("ckpt"))
+
+
+def test_metrics_definitions() -> None:
+    m = metrics(np.array([1.1, 2.0, 2.7]), np.array([1.0, 2.0, 3.0]))
+    assert m["mape"] == pytest.approx((10 + 0 + 10) / 3)
+    assert m["rmspe"] == pytest.approx(math.sqrt((0.01 + 0 + 0.01) / 3) * 100)
+    assert m["acc5"] == pytest.approx(100 / 3) and m["acc10"] == pytest.approx(100.0)
+    assert m["spearman"] == pytest.approx(1.0) and m["kendall"] == pytest.approx(1.0)
+
+
+def test_model_outputs_per_graph_and_per_node(small_root: Path) -> None:
+    ds = LatencyDataset(small_root)
+    from torch_geometric.data import Batch
+
+    batch = Batch.from_data_list([ds[0], ds[1]])
+    model = LatencyGNN(ModelConfig(in_dim=ds[0].x.shape[1], hw_dim=12, hidden=16, layers=1))
+    out = model(batch)
+    assert out.mu.shape == (2,) and out.log_sigma.shape == (2,)
+    assert out.kernel_mu.shape == (batch.num_nodes,)
+    # hiding the hardware really removes it: outputs stop depending on those columns
+    blind = LatencyGNN(ModelConfig(in_dim=ds[0].x.shape[1], hw_dim=12, hidden=16, layers=1,
+                                   use_hw=False))
+    changed = batch.clone()
+    changed.x[:, -12:] += 5.0
+    assert torch.allclose(blind(batch).mu, blind(changed).mu)
+    assert not torch.allclose(model(batch).mu, model(changed).mu)
+
+
+def test_training_is_deterministic_and_reports(small_root: Path) -> None:
+    ds = LatencyDataset(small_root)
+    a = train_model(ds, TrainConfig(**FAST), progress=False).metrics
+    b = train_model(ds, TrainConfig(**FAST), progress=False).metrics
+    for key in ("val", "test"):
+        assert a[key]["mape"] == pytest.approx(b[key]["mape"])
+    assert a["test_graphs"] > 0 and a["val_graphs"] > 0
+    assert 0 <= a["test_interval_coverage"] <= 100
+
+
+def test_checkpoint_round_trip_and_prediction(trained: Path, cnn_onnx: Path) -> None:
+    payload = load_checkpoint(trained)
+    assert payload["dataset_fingerprint"] and payload["metrics"]["test"]["n"] > 0
+    assert json.loads((trained.parent / "metrics.json").read_text())["test"]["mape"] >= 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        r = predict(cnn_onnx, "local/x86-64-v3/1t", build="sampled:0", checkpoint=trained)
+    assert 0 < r.low_ms <= r.latency_ms <= r.high_ms
+    assert r.coverage == pytest.approx(0.9)
+    assert r.hw_id == "local/x86-64-v3/1t" and r.build == "sampled:0"
+    assert r.kernels and all(k.ms > 0 for k in r.kernels)
+    assert r.predict_s > 0
+    # predict_many on an already-lowered graph gives the same answer
+    hw = HardwareSpec.from_id("local/x86-64-v3/1t")
+    graph = extract_graph(lower_onnx(cnn_onnx, hw, "sampled:0"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        many = predict_many([graph, graph], hw, build="sampled:0", checkpoint=trained)
+    assert len(many) == 2
+    assert many[0].latency_ms == pytest.approx(r.latency_ms, rel=1e-4)
+
+
+def test_out_of_distribution_hardware_warns(trained: Path) -> None:
+    predictor = Predictor(trained)
+    spec = HardwareSpec.from_id("local/x86-64-v3/1t")
+    assert predictor.check_inputs(spec, "sampled:0") == []
+    far = HardwareSpec.from_dict({**spec.to_dict(), "peak_gflops": spec.peak_gflops * 64})
+    assert any("peak_gflops" in r for r in predictor.check_inputs(far, "sampled:0"))
+    assert any("build 'default'" in r for r in predictor.check_inputs(spec, "default"))
+
+
+def test_out_of_distribution_warning_is_raised(trained: Path, cnn_onnx: Path) -> None:
+    spec = HardwareSpec.from_id("local/x86-64-v3/1t")
+    far = HardwareSpec.from_dict({**spec.to_dict(), "mem_bw_gbs": spec.mem_bw_gbs * 64})
+    with pytest.warns(OutOfDistributionWarning, match="mem_bw"):
+        predict(cnn_onnx, far, build="sampled:0", checkpoint=trained)
+
+
+def test_bad_checkpoints(tmp_path: Path) -> None:
+    with pytest.raises(CheckpointError, match="not found"):
+        load_checkpoint(tmp_path / "none.pt")
+    junk = tmp_path / "junk.pt"
+    junk.write_bytes(b"not a checkpoint")
+    with pytest.raises(CheckpointError):
+        load_checkpoint(junk)
+    torch.save({"format": 99}, tmp_path / "other.pt")
+    with pytest.raises(CheckpointError, match="not a gnnperf checkpoint"):
+        load_checkpoint(tmp_path / "other.pt")
