@@ -236,6 +236,14 @@ def _pick_models(models: Sequence[str], idx: np.ndarray, frac: float,
 # -- normalisation --------------------------------------------------------------------------
 
 
+def _mean_std(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Column mean and std in float64; (near-)constant columns get std 1 so they map to 0."""
+    mean = x.mean(0)
+    std = x.std(0) if x.shape[0] > 1 else torch.zeros_like(mean)
+    std = torch.where(std < 1e-6 * (1 + mean.abs()), torch.ones_like(std), std)
+    return mean.float(), std.float()
+
+
 class FeatureScaler:
     """Per-feature mean/std of node and edge features, fitted on training graphs only."""
 
@@ -249,9 +257,9 @@ class FeatureScaler:
         for g in graphs:
             xs.append(g.x)
             es.append(g.edge_attr)
-        x = torch.cat(xs)
-        e = torch.cat(es) if es else torch.zeros((1, 1))
-        return cls(x.mean(0), x.std(0).clamp_min(1e-6), e.mean(0), e.std(0).clamp_min(1e-6))
+        x = torch.cat(xs).double()
+        e = torch.cat(es).double() if es else torch.zeros((1, 1), dtype=torch.float64)
+        return cls(*_mean_std(x), *_mean_std(e))
 
     def __call__(self, data: Data) -> Data:
         data = data.clone()

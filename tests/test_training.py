@@ -39,10 +39,10 @@ def trained(small_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_metrics_definitions() -> None:
-    m = metrics(np.array([1.1, 2.0, 2.7]), np.array([1.0, 2.0, 3.0]))
-    assert m["mape"] == pytest.approx((10 + 0 + 10) / 3)
-    assert m["rmspe"] == pytest.approx(math.sqrt((0.01 + 0 + 0.01) / 3) * 100)
-    assert m["acc5"] == pytest.approx(100 / 3) and m["acc10"] == pytest.approx(100.0)
+    m = metrics(np.array([1.08, 2.0, 2.91]), np.array([1.0, 2.0, 3.0]))
+    assert m["mape"] == pytest.approx((8 + 0 + 3) / 3)
+    assert m["rmspe"] == pytest.approx(math.sqrt((0.08**2 + 0 + 0.03**2) / 3) * 100)
+    assert m["acc5"] == pytest.approx(200 / 3) and m["acc10"] == pytest.approx(100.0)
     assert m["spearman"] == pytest.approx(1.0) and m["kendall"] == pytest.approx(1.0)
 
 
