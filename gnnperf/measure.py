@@ -54,7 +54,7 @@ class MeasureSettings:
     budget_ms: float = 4000.0
     kernel_repeat: int = 5
     kernel_min_repeat_ms: int = 5
-    max_cv: float = 0.05
+    max_cv: float = 0.10
     max_attempts: int = 3
     max_other_load: float = 0.15
     quiet_timeout_s: float = 120.0
