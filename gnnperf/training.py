@@ -130,6 +130,8 @@ class TrainResult:
     metrics: dict[str, Any]
     indices: dict[str, list[int]]
     history: list[dict[str, float]] = field(default_factory=list)
+    test_pred_ms: np.ndarray | None = None
+    test_predict_s: float = 0.0
 
 
 def train_model(dataset: LatencyDataset, cfg: TrainConfig, progress: bool = True) -> TrainResult:
@@ -189,7 +191,9 @@ def train_model(dataset: LatencyDataset, cfg: TrainConfig, progress: bool = True
     # widen/narrow sigma so that the nominal coverage holds on validation
     z = np.abs(val.y - val.mu) / np.maximum(val.sigma, 1e-6)
     sigma_scale = float(np.quantile(z, INTERVAL_COVERAGE) / INTERVAL_Z) if len(z) else 1.0
+    predict_start = time.perf_counter()
     test = predict_loader(model, test_loader, cfg.device)
+    test_predict_s = time.perf_counter() - predict_start
     low = np.exp(test.mu - INTERVAL_Z * sigma_scale * test.sigma)
     high = np.exp(test.mu + INTERVAL_Z * sigma_scale * test.sigma)
     true = np.exp(test.y)
@@ -208,7 +212,8 @@ def train_model(dataset: LatencyDataset, cfg: TrainConfig, progress: bool = True
         "test_graphs": len(test_set),
     }
     return TrainResult(model, scaler, sigma_scale, result_metrics,
-                       {"train": train_idx, "val": val_idx, "test": test_idx}, history)
+                       {"train": train_idx, "val": val_idx, "test": test_idx}, history,
+                       test.ms(), test_predict_s)
 
 
 # -- checkpoints ----------------------------------------------------------------------------

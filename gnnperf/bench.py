@@ -1,0 +1,249 @@
+"""Benchmark: the GNN against additive baselines and its own ablations, on every split.
+
+    python -m gnnperf.bench [--quick] [--root DATASET] [--out benchmarks/]
+
+Writes ``report.json`` (figures), ``report.md`` (tables) and PNG plots. Each method is
+trained on the training side of a split (validation for early stopping only) and
+scored on its test side; figures are mean over seeds with the MAPE spread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from .baselines import LearnedKernelModel, Roofline, measured_kernel_sum
+from .data import LatencyDataset, dataset_stats, split_indices
+from .training import TrainConfig, metrics, train_model
+
+GNN_VARIANTS = {"gnn": {}, "gnn_no_aux": {"aux_weight": 0.0}, "gnn_no_hw": {"use_hw": False}}
+BASELINES = ("measured_kernel_sum", "learned_kernel_sum", "roofline", "critical_path")
+NOT_RUN = {"gnn_onnx_graph": "needs ONNX-level graphs of every record (not built yet)"}
+
+
+@dataclass
+class BenchConfig:
+    seeds: int = 3
+    epochs: int = 80
+    patience: int = 15
+    hidden: int = 96
+    layers: int = 3
+    max_minutes: float = 1.5
+    families: int | None = None  # leave-family-out: how many families (None: all)
+    hw_holdouts: int | None = None
+
+
+QUICK = BenchConfig(seeds=1, epochs=8, patience=4, hidden=32, layers=2, max_minutes=0.3,
+                    families=2, hw_holdouts=1)
+
+
+def _split_instances(ds: LatencyDataset, cfg: BenchConfig) -> list[tuple[str, str, str | None]]:
+    fams = sorted({str(f) for f in ds._data.family if not str(f).startswith("hf-")})
+    hws = sorted({str(h) for h in ds._data.hw_id})
+    out: list[tuple[str, str, str | None]] = [("random", "random", None)]
+    out += [("leave_family_out", "leave-family-out", f) for f in fams[: cfg.families]]
+    out += [("leave_hw_out", "leave-hw-out", h) for h in hws[: cfg.hw_holdouts]]
+    if any(str(f).startswith("hf-") for f in ds._data.family):
+        out.append(("real_architectures", "real-architectures", None))
+    return out
+
+
+def _run_instance(ds: LatencyDataset, split: str, holdout: str | None, seed: int,
+                  cfg: BenchConfig) -> dict[str, tuple[np.ndarray, np.ndarray, float]]:
+    """method → (predicted ms, true ms, prediction ms per model) on one split's test set."""
+    train_idx, _, test_idx = split_indices(ds, split, seed=seed, holdout=holdout)
+    train = [ds[i] for i in train_idx]
+    test = [ds[i] for i in test_idx]
+    true = np.array([math.exp(float(g.y)) for g in test])
+    out: dict[str, tuple[np.ndarray, np.ndarray, float]] = {}
+    for name, overrides in GNN_VARIANTS.items():
+        tcfg = TrainConfig(split=split, holdout=holdout, seed=seed, epochs=cfg.epochs,
+                           patience=cfg.patience, hidden=cfg.hidden, layers=cfg.layers,
+                           max_minutes=cfg.max_minutes, **overrides)
+        result = train_model(ds, tcfg, progress=False)
+        assert result.indices["test"] == test_idx
+        assert result.test_pred_ms is not None
+        out[name] = (result.test_pred_ms, true, result.test_predict_s * 1e3 / len(test))
+    start = time.perf_counter()
+    out["measured_kernel_sum"] = (measured_kernel_sum(test), true,
+                                  (time.perf_counter() - start) * 1e3 / len(test))
+    kernels = LearnedKernelModel(seed=seed).fit(train)
+    start = time.perf_counter()
+    out["learned_kernel_sum"] = (kernels.predict_sum(test), true,
+                                 (time.perf_counter() - start) * 1e3 / len(test))
+    start = time.perf_counter()
+    out["critical_path"] = (kernels.predict_critical_path(test), true,
+                            (time.perf_counter() - start) * 1e3 / len(test))
+    roof = Roofline().fit(train)
+    start = time.perf_counter()
+    out["roofline"] = (roof.predict(test), true, (time.perf_counter() - start) * 1e3 / len(test))
+    return out
+
+
+def _summarise(runs: Sequence[dict[str, tuple[np.ndarray, np.ndarray, float]]]
+               ) -> dict[str, dict[str, float]]:
+    table: dict[str, dict[str, float]] = {}
+    for method in runs[0]:
+        per_seed = []
+        for run in runs:
+            pred, true, _ = run[method]
+            ok = np.isfinite(pred)
+            per_seed.append(metrics(pred[ok], true[ok]))
+        row = {k: float(np.mean([m[k] for m in per_seed if k in m]))
+               for k in ("mape", "rmspe", "acc5", "acc10", "spearman", "kendall")}
+        row["mape_std"] = float(np.std([m["mape"] for m in per_seed]))
+        row["predict_ms"] = float(np.mean([run[method][2] for run in runs]))
+        table[method] = row
+    return table
+
+
+def run(root: str | Path | None, out: Path, cfg: BenchConfig, command: str) -> dict[str, Any]:
+    ds = LatencyDataset(root)
+    instances = _split_instances(ds, cfg)
+    report: dict[str, Any] = {"dataset": ds.fingerprint, "command": command,
+                              "records": len(ds), "config": cfg.__dict__, "splits": {},
+                              "not_run": NOT_RUN}
+    raw: dict[str, Any] = {}
+    bar = tqdm(total=len(instances) * cfg.seeds, desc="bench", unit="split")
+    for key, split, holdout in instances:
+        runs = []
+        for seed in range(cfg.seeds):
+            runs.append(_run_instance(ds, split, holdout, seed, cfg))
+            bar.update(1)
+        table = _summarise(runs)
+        if key in ("leave_family_out", "leave_hw_out"):
+            entry = report["splits"].setdefault(key, {"per_holdout": {}})
+            entry["per_holdout"][holdout] = table
+        else:
+            report["splits"][key] = table
+        raw.setdefault(key, []).append((holdout, runs[0]))
+    bar.close()
+    for key in ("leave_family_out", "leave_hw_out"):
+        if key in report["splits"]:
+            per = report["splits"][key]["per_holdout"]
+            methods = next(iter(per.values())).keys()
+            for method in methods:
+                rows = [per[h][method] for h in per]
+                report["splits"][key][method] = {
+                    k: float(np.mean([r[k] for r in rows])) for k in rows[0]}
+                report["splits"][key][method]["mape_worst"] = float(
+                    max(r["mape"] for r in rows))
+    stats = dataset_stats(root)
+    report["noise_floor_mape"] = stats["noise_floor_mape"]
+    report["compile_measure_s_per_record"] = _compile_measure_seconds(ds)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.json").write_text(json.dumps(report, indent=1))
+    _plots(raw, out)
+    (out / "report.md").write_text(_markdown(report))
+    return report
+
+
+def _compile_measure_seconds(ds: LatencyDataset) -> float | None:
+    from .shards import iter_lines
+
+    secs = [o["timings"].get("compile_s", 0) + o["timings"].get("measure_s", 0)
+            for o in iter_lines(Path(ds.root) / "shards") if o.get("kind") == "record"]
+    return float(np.median(secs)) if secs else None
+
+
+def _plots(raw: dict[str, Any], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if "random" in raw:
+        run0 = raw["random"][0][1]
+        methods = list(run0)
+        cols = (len(methods) + 1) // 2
+        fig, axes = plt.subplots(2, cols, figsize=(4 * cols, 8))
+        for ax, method in zip(axes.flat, methods, strict=False):
+            pred, true, _ = run0[method]
+            ax.loglog(true, pred, ".", ms=3, alpha=0.6)
+            lo, hi = np.nanmin(true), np.nanmax(true)
+            ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
+            ax.set_title(method, fontsize=9)
+            ax.set_xlabel("measured ms")
+            ax.set_ylabel("predicted ms")
+        fig.tight_layout()
+        fig.savefig(out / "scatter_random.png", dpi=110)
+        plt.close(fig)
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for method in methods:
+            pred, true, _ = run0[method]
+            err = np.sort(np.abs(pred - true) / true * 100)
+            err = err[np.isfinite(err)]
+            ax.plot(err, np.linspace(0, 1, len(err)), label=method)
+        ax.set_xscale("log")
+        ax.set_xlabel("|error| % (random split)")
+        ax.set_ylabel("fraction of models")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out / "error_cdf_random.png", dpi=110)
+        plt.close(fig)
+    if "leave_family_out" in raw:
+        fams, gnn, best = [], [], []
+        for family, run0 in raw["leave_family_out"]:
+            pred, true, _ = run0["gnn"]
+            fams.append(family)
+            gnn.append(metrics(pred, true)["mape"])
+            best.append(min(metrics(run0[m][0], run0[m][1])["mape"]
+                            for m in ("learned_kernel_sum", "roofline", "critical_path")))
+        fig, ax = plt.subplots(figsize=(7, 4))
+        x = np.arange(len(fams))
+        ax.bar(x - 0.2, gnn, 0.4, label="gnn")
+        ax.bar(x + 0.2, best, 0.4, label="best learned additive")
+        ax.set_xticks(x, fams, rotation=45, ha="right", fontsize=8)
+        ax.set_ylabel("MAPE % (held-out family)")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / "per_family_lofo.png", dpi=110)
+        plt.close(fig)
+
+
+def _markdown(report: dict[str, Any]) -> str:
+    lines = ["# gnnperf benchmark\n", f"Command: `{report['command']}`  ",
+             f"Dataset fingerprint: `{report['dataset']}` ({report['records']} records)  ",
+             f"Noise floor (MAPE between repeated measurements): "
+             f"{report['noise_floor_mape'] if report['noise_floor_mape'] is not None else 'n/a'}",
+             ""]
+    cols = ("mape", "mape_std", "rmspe", "acc5", "acc10", "spearman", "kendall", "predict_ms")
+    for split, table in report["splits"].items():
+        lines += [f"## {split}", "", "| method | " + " | ".join(cols) + " |",
+                  "|---" * (len(cols) + 1) + "|"]
+        for method, row in table.items():
+            if method == "per_holdout":
+                continue
+            lines.append(f"| {method} | " + " | ".join(
+                f"{row.get(c, float('nan')):.3f}" for c in cols) + " |")
+        lines.append("")
+    for method, why in report["not_run"].items():
+        lines.append(f"- `{method}` not run: {why}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="GNN vs additive baselines on every split")
+    ap.add_argument("--quick", action="store_true", help="one seed, few epochs, few holdouts")
+    ap.add_argument("--root", type=Path, default=None)
+    ap.add_argument("--out", type=Path, default=Path("benchmarks"))
+    args = ap.parse_args(argv)
+    cfg = QUICK if args.quick else BenchConfig()
+    command = "python -m gnnperf.bench" + (" --quick" if args.quick else "")
+    report = run(args.root, args.out, cfg, command)
+    print(json.dumps({k: v for k, v in report["splits"].get("random", {}).items()}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""Baselines and the benchmark report on a small real collection."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch_geometric.data import Data
+
+from gnnperf.baselines import Roofline, critical_path_ms, roofline_kernel_ms
+from gnnperf.bench import QUICK, run
+from gnnperf.data import feature_names
+
+METHODS = {"gnn", "gnn_no_aux", "gnn_no_hw", "measured_kernel_sum", "learned_kernel_sum",
+           "roofline", "critical_path"}
+
+
+def _graph(edges: list[tuple[int, int]], n: int) -> Data:
+    ei = torch.tensor(edges, dtype=torch.long).t() if edges else torch.zeros((2, 0),
+                                                                             dtype=torch.long)
+    return Data(x=torch.zeros((n, len(feature_names()))), edge_index=ei, num_nodes=n)
+
+
+def test_critical_path_is_the_longest_chain() -> None:
+    # 0 -> 1 -> 3 and 0 -> 2 -> 3 with a slow branch through 2
+    g = _graph([(0, 1), (0, 2), (1, 3), (2, 3)], 4)
+    assert critical_path_ms(g, np.array([1.0, 1.0, 5.0, 1.0])) == pytest.approx(7.0)
+    # independent kernels: the path is the slowest one, not the sum
+    assert critical_path_ms(_graph([], 3), np.array([1.0, 4.0, 2.0])) == pytest.approx(4.0)
+
+
+def test_roofline_uses_flops_bytes_peak_and_bandwidth() -> None:
+    names = {n: i for i, n in enumerate(feature_names())}
+    g = _graph([], 2)
+    g.x[:, names["log_flops"]] = torch.tensor([math.log1p(2e9), math.log1p(0.0)])
+    g.x[:, names["log_bytes_read"]] = torch.tensor([math.log1p(0.0), math.log1p(4e9)])
+    g.x[:, names["log_bytes_written"]] = 0.0
+    g.x[:, names["hw_log2_peak_gflops"]] = math.log2(100.0)
+    g.x[:, names["hw_log2_mem_bw_gbs"]] = math.log2(10.0)
+    assert roofline_kernel_ms(g) == pytest.approx([20.0, 400.0], rel=1e-4)
+    g.y = torch.tensor([math.log(840.0)])
+    g.build = "sampled:0"
+    model = Roofline().fit([g])
+    assert model.predict([g]) == pytest.approx([840.0], rel=1e-4)
+
+
+def test_quick_benchmark_writes_the_report(small_root: Path, tmp_path: Path) -> None:
+    report = run(small_root, tmp_path, QUICK, "python -m gnnperf.bench --quick")
+    data = json.loads((tmp_path / "report.json").read_text())
+    assert data["dataset"] == report["dataset"] and data["command"].endswith("--quick")
+    assert METHODS <= set(data["splits"]["random"])
+    for row in data["splits"]["random"].values():
+        assert {"mape", "rmspe", "acc5", "acc10", "spearman", "kendall", "mape_std",
+                "predict_ms"} <= set(row)
+        assert row["mape"] >= 0
+    lofo = data["splits"]["leave_family_out"]
+    assert len(lofo["per_holdout"]) == 2 and "mape_worst" in lofo["gnn"]
+    assert "leave_hw_out" in data["splits"]
+    for png in ("scatter_random.png", "error_cdf_random.png", "per_family_lofo.png"):
+        assert (tmp_path / png).stat().st_size > 1000
+    assert "| gnn |" in (tmp_path / "report.md").read_text()
