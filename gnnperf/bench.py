@@ -175,6 +175,8 @@ def _plots(raw: dict[str, Any], out: Path) -> None:
             ax.set_title(method, fontsize=9)
             ax.set_xlabel("measured ms")
             ax.set_ylabel("predicted ms")
+        for ax in list(axes.flat)[len(methods):]:
+            ax.axis("off")
         fig.tight_layout()
         fig.savefig(out / "scatter_random.png", dpi=110)
         plt.close(fig)
