@@ -27,7 +27,7 @@ from tqdm import tqdm
 from . import __version__, zoo
 from .builds import BuildConfig
 from .errors import GnnperfError, HardwareError
-from .features import extract_graph
+from .features import extract_graph, extract_onnx_graph
 from .hardware import HardwareSpec
 from .lowering import compile_lowered, export_executable, export_kernel_library, lower
 from .measure import (
@@ -197,8 +197,15 @@ class Collector:
             onnx_model = zoo.export_onnx(spec)
             sha = zoo.onnx_sha256(onnx_model)
             start = time.perf_counter()
-            mod = import_to_relax(load_onnx(onnx_model))
+            loaded = load_onnx(onnx_model)
+            mod = import_to_relax(loaded)
             import_s = time.perf_counter() - start
+            onnx_graph = extract_onnx_graph(loaded).to_dict()
+            onnx_graph_id = content_id(onnx_graph)
+            if onnx_graph_id not in self.graphs_written:
+                self.writer.append({"kind": "onnx_graph", "graph_id": onnx_graph_id,
+                                    "model_id": spec.model_id, "graph": onnx_graph})
+                self.graphs_written.add(onnx_graph_id)
         except Exception as exc:
             for _, _, _, key in todo:
                 self._fail(spec, key, "import", _reason(exc))
@@ -212,11 +219,13 @@ class Collector:
             groups.setdefault((isa, str(build)), []).append((threads, key))
         for (isa, build_text), items in groups.items():
             build = BuildConfig.parse(build_text)
-            self._run_group(spec, sha, mod, import_s, arrays, isa, build, items, summary, bar)
+            self._run_group(spec, sha, mod, import_s, arrays, isa, build, items, summary, bar,
+                            onnx_graph_id)
 
     def _run_group(self, spec: zoo.ModelSpec, sha: str, mod: Any, import_s: float,
                    arrays: list[Any], isa: str, build: BuildConfig,
-                   items: list[tuple[int, str]], summary: CollectSummary, bar: tqdm) -> None:
+                   items: list[tuple[int, str]], summary: CollectSummary, bar: tqdm,
+                   onnx_graph_id: str) -> None:
         stage = "lower"
         try:
             target = self._hw(isa, max(t for t, _ in items)).target()
@@ -273,6 +282,7 @@ class Collector:
                         "hw": hw.to_dict(),
                         "build": str(build),
                         "graph_id": graph_id,
+                        "onnx_graph_id": onnx_graph_id,
                         "whole": {
                             "median_ms": m.whole.median_ms,
                             "samples_ms": m.whole.samples_ms,
