@@ -64,15 +64,33 @@ def graph_to_data(graph: KernelGraph, hw: HardwareSpec) -> Data:
     return Data(x=x, edge_index=edge_index, edge_attr=edge_attr, num_nodes=n)
 
 
-def _records_and_graphs(shards_dir: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+GRAPH_KINDS = ("kernel", "onnx")
+
+
+def _records_and_graphs(shards_dir: Path, kind: str = "kernel"
+                        ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Records, and the graphs each one is encoded from: ``kernel`` graphs are keyed by
+    graph id, ``onnx`` operator graphs by model id."""
     graphs: dict[str, Any] = {}
     records: list[dict[str, Any]] = []
     for obj in iter_lines(shards_dir):
-        if obj.get("kind") == "graph":
+        if obj.get("kind") == "graph" and kind == "kernel":
             graphs[obj["graph_id"]] = obj["graph"]
+        elif obj.get("kind") == "onnx_graph" and kind == "onnx":
+            graphs[obj["model_id"]] = obj["graph"]
         elif obj.get("kind") == "record":
             records.append(obj)
     return records, graphs
+
+
+def _regenerate_onnx_graph(record: dict[str, Any]) -> dict[str, Any]:
+    """Operator graph of a record collected before operator graphs were stored."""
+    from . import zoo
+    from .features import extract_onnx_graph
+    from .onnx_import import load_onnx
+
+    spec = zoo.ModelSpec.from_dict(record["model"])
+    return extract_onnx_graph(load_onnx(zoo.export_onnx(spec))).to_dict()
 
 
 def fingerprint(root: str | os.PathLike[str] | None = None) -> str:
@@ -111,13 +129,21 @@ def record_to_data(record: dict[str, Any], graph: KernelGraph) -> Data:
 
 
 class LatencyDataset(InMemoryDataset):
-    """PyG dataset over the shards in ``root/shards`` (default: the shipped datasets/)."""
+    """PyG dataset over the shards in ``root/shards`` (default: the shipped datasets/).
+
+    ``graph="kernel"`` (default) encodes the TVM-lowered kernel graph of each record;
+    ``graph="onnx"`` the unfused ONNX operator graph of the same records, in the same
+    order and with the same labels (no per-kernel labels), for the ablation.
+    """
 
     def __init__(self, root: str | os.PathLike[str] | None = None, transform: Any = None,
-                 force_reload: bool = False) -> None:
+                 force_reload: bool = False, graph: str = "kernel") -> None:
         root = Path(root) if root is not None else default_root()
         if not (root / "shards").is_dir():
             raise DatasetError(f"no shards folder in {root}")
+        if graph not in GRAPH_KINDS:
+            raise DatasetError(f"unknown graph kind '{graph}'; use one of {GRAPH_KINDS}")
+        self.graph_kind = graph
         self._fingerprint = fingerprint(root)
         super().__init__(str(root), transform, force_reload=force_reload)
         self.load(self.processed_paths[0])
@@ -136,7 +162,8 @@ class LatencyDataset(InMemoryDataset):
 
     @property
     def processed_file_names(self) -> list[str]:
-        return [f"data-{self._fingerprint}.pt"]
+        suffix = "" if self.graph_kind == "kernel" else f"-{self.graph_kind}"
+        return [f"data-{self._fingerprint}{suffix}.pt"]
 
     @property
     def fingerprint(self) -> str:
@@ -146,16 +173,21 @@ class LatencyDataset(InMemoryDataset):
         raise DatasetError(f"no dataset shards under {self.raw_dir}")
 
     def process(self) -> None:
-        records, graphs = _records_and_graphs(Path(self.raw_dir))
+        records, graphs = _records_and_graphs(Path(self.raw_dir), self.graph_kind)
         cache: dict[str, KernelGraph] = {}
         items = []
         for rec in records:
-            gid = rec["graph_id"]
+            gid = rec["graph_id"] if self.graph_kind == "kernel" else rec["model_id"]
             if gid not in graphs:
-                continue
+                if self.graph_kind == "kernel":
+                    continue
+                graphs[gid] = _regenerate_onnx_graph(rec)
             if gid not in cache:
                 cache[gid] = KernelGraph.from_dict(graphs[gid])
-            items.append(record_to_data(rec, cache[gid]))
+            data = record_to_data(rec, cache[gid])
+            if self.graph_kind != "kernel":
+                data.kernel_mask = torch.zeros_like(data.kernel_mask)
+            items.append(data)
         if not items:
             raise DatasetError(f"no records in {self.raw_dir}")
         self.save(items, self.processed_paths[0])

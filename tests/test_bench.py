@@ -15,8 +15,8 @@ from gnnperf.baselines import Roofline, critical_path_ms, roofline_kernel_ms
 from gnnperf.bench import QUICK, run
 from gnnperf.data import feature_names
 
-METHODS = {"gnn", "gnn_no_aux", "gnn_no_hw", "measured_kernel_sum", "learned_kernel_sum",
-           "roofline", "critical_path"}
+METHODS = {"gnn", "gnn_no_aux", "gnn_no_hw", "gnn_onnx_graph", "measured_kernel_sum",
+           "learned_kernel_sum", "roofline", "critical_path"}
 
 
 def _graph(edges: list[tuple[int, int]], n: int) -> Data:

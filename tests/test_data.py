@@ -101,3 +101,17 @@ def test_missing_dataset_is_a_clear_error(tmp_path: Path) -> None:
         LatencyDataset(tmp_path)
     with pytest.raises(DatasetError):
         dataset_stats(tmp_path)
+
+
+def test_onnx_operator_graphs_line_up_with_kernel_records(small_root: Path) -> None:
+    kernel = LatencyDataset(small_root)
+    onnx_ds = LatencyDataset(small_root, graph="onnx")
+    assert len(onnx_ds) == len(kernel)
+    for a, b in zip(kernel, onnx_ds, strict=True):
+        assert a.key == b.key and torch.equal(a.y, b.y)
+        assert not bool(b.kernel_mask.any())
+        assert b.x.shape[1] == a.x.shape[1]
+    # unfused: at least as many operators as fused kernels somewhere
+    assert any(b.num_nodes > a.num_nodes for a, b in zip(kernel, onnx_ds, strict=True))
+    with pytest.raises(DatasetError):
+        LatencyDataset(small_root, graph="relay")
