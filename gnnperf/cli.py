@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import GnnperfError
+from .errors import GnnperfError, one_line
 
 
 def _add_target_args(p: argparse.ArgumentParser, threads: bool = True) -> None:
@@ -95,6 +95,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
     graph = extract_graph(lowered, ms_features=False)
     ex = compile_lowered(lowered)
     arrays = make_inputs(lowered.inputs)
+    expected = [n.name for n in graph.nodes]
     settings = MeasureSettings(repeat=args.repeat, quiet_timeout_s=args.quiet_timeout)
     with tempfile.TemporaryDirectory(prefix="gnnperf-") as tmp:
         lib = export_executable(ex, Path(tmp) / "model.so")
@@ -105,6 +106,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
         else:
             m = measure_library(lib, arrays, hw.threads, per_kernel=args.per_kernel,
                                 settings=settings)
+    if m.kernels is not None and [k.name for k in m.kernels] != expected:
+        raise GnnperfError("the executed kernels differ from the kernel graph's nodes")
     if args.json:
         out = {"model": str(args.model), "hw_id": hw.hw_id, "build": graph.build,
                "timings": lowered.timings, **m.to_dict()}
@@ -130,6 +133,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
 def cmd_collect(args: argparse.Namespace) -> int:
     from . import zoo
     from .collect import collect, parse_hw_list
+    from .hardware import HardwareSpec
     from .measure import MeasureSettings
 
     families = [f.strip() for f in args.families.split(",") if f.strip()]
@@ -140,7 +144,9 @@ def cmd_collect(args: argparse.Namespace) -> int:
     summary = collect(
         args.out, families, args.count, parse_hw_list(args.hw),
         [b.strip() for b in args.build.split(",")],
-        start_seed=args.start_seed, rpc=args.rpc, per_kernel=not args.no_per_kernel,
+        start_seed=args.start_seed, rpc=args.rpc,
+        rpc_hw=HardwareSpec.coerce(str(args.rpc_hw)) if args.rpc_hw else None,
+        per_kernel=not args.no_per_kernel,
         settings=settings, max_default_gflops=args.max_default_gflops,
     )
     print(summary.line())
@@ -287,6 +293,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hw", default="x86-64-v3:1,x86-64-v3:2", help="ISA:THREADS pairs")
     p.add_argument("--build", default="default,sampled:0", help="comma-separated builds")
     p.add_argument("--rpc", default=None, metavar="HOST:PORT:KEY")
+    p.add_argument("--rpc-hw", type=Path, default=None, metavar="SPEC.json",
+                   help="hardware spec of the RPC board (from `gnnperf hw` run on it)")
     p.add_argument("--no-per-kernel", action="store_true")
     p.add_argument("--repeat", type=int, default=10, help="whole-model samples per label")
     p.add_argument("--max-default-gflops", type=float, default=0.4,
@@ -336,10 +344,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except GnnperfError as exc:
+    except (GnnperfError, OSError) as exc:
         if args.debug:
             raise
-        print(f"gnnperf: error: {exc}", file=sys.stderr)
+        print(f"gnnperf: error: {one_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("gnnperf: interrupted", file=sys.stderr)

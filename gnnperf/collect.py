@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 from . import __version__, zoo
 from .builds import BuildConfig
-from .errors import GnnperfError, HardwareError
+from .errors import GnnperfError, HardwareError, one_line
 from .features import extract_graph, extract_onnx_graph
 from .hardware import HardwareSpec
 from .lowering import compile_lowered, export_executable, export_kernel_library, lower
@@ -66,7 +66,8 @@ def done_keys(root: str | os.PathLike[str]) -> set[str]:
     """Keys that already have a record or a failure under ``root``."""
     if not Path(root).exists():
         return set()
-    return {obj["key"] for obj in iter_lines(root) if obj.get("kind") in ("record", "failure")}
+    kinds = ("record", "failure", "remeasure")
+    return {obj["key"] for obj in iter_lines(root) if obj.get("kind") in kinds}
 
 
 def package_versions() -> dict[str, str]:
@@ -110,8 +111,7 @@ class CollectSummary:
 
 
 def _reason(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[-1] if text else ''}"[:300]
+    return f"{type(exc).__name__}: {one_line(exc)}"
 
 
 class Collector:
@@ -124,6 +124,7 @@ class Collector:
         builds: Sequence[str],
         *,
         rpc: str | None = None,
+        rpc_hw: HardwareSpec | None = None,
         per_kernel: bool = True,
         settings: MeasureSettings | None = None,
         max_default_gflops: float = 0.4,
@@ -132,13 +133,19 @@ class Collector:
         self.out = Path(out)
         self.builds = [BuildConfig.parse(b) for b in builds]
         self.rpc = rpc
+        if rpc is not None and rpc_hw is None:
+            raise HardwareError("collecting over RPC needs --rpc-hw SPEC.json describing the "
+                                "board (write it with `gnnperf hw` on the board)")
+        self.rpc_hw = rpc_hw
         self.per_kernel = per_kernel
         self.settings = settings or MeasureSettings(quiet_timeout_s=float("inf"))
         self.max_default_gflops = max_default_gflops
         host = socket.gethostname().split(".")[0] or "host"
         self.writer = ShardWriter(self.out, shard_prefix or f"shard-{host}")
         self.done = done_keys(self.out)
-        self.graphs_written: set[str] = set()
+        self.graphs_written: set[str] = {
+            obj["graph_id"] for obj in iter_lines(self.out)
+            if obj.get("kind") in ("graph", "onnx_graph")} if self.out.exists() else set()
         self.isas: dict[str, list[int]] = {}
         for isa, threads in hw:
             self.isas.setdefault(isa, []).append(threads)
@@ -155,8 +162,10 @@ class Collector:
                                None if timeout == float("inf") else timeout)
                 spec = HardwareSpec.local(isa, threads)
             else:
-                spec = HardwareSpec.local(isa, threads, measure=False)
-                spec = HardwareSpec.from_dict({**spec.to_dict(), "host": f"rpc-{self.rpc}"})
+                assert self.rpc_hw is not None
+                key = self.rpc.rsplit(":", 1)[-1]
+                spec = HardwareSpec.from_dict({**self.rpc_hw.to_dict(), "isa": isa,
+                                               "threads": threads, "host": f"rpc-{key}"})
             self.hw_specs[(isa, threads)] = spec
         return self.hw_specs[(isa, threads)]
 
@@ -228,7 +237,7 @@ class Collector:
                    onnx_graph_id: str) -> None:
         stage = "lower"
         try:
-            target = self._hw(isa, max(t for t, _ in items)).target()
+            target = self._hw(isa, items[0][0]).target()
             lowered = lower(mod, target, build)
             graph = extract_graph(lowered)
             if build.kind == "default" and graph.total_flops > self.max_default_gflops * 1e9:
@@ -257,6 +266,10 @@ class Collector:
                         if self.rpc:
                             m = measure_remote(lib, arrays, self.rpc, kernels_path=kernels_lib,
                                                settings=self.settings)
+                            if m.threads != threads:
+                                raise GnnperfError(
+                                    f"the RPC server runs {m.threads} threads, not {threads}; "
+                                    "start one server per thread count (TVM_NUM_THREADS)")
                         else:
                             m = measure_library(lib, arrays, threads, per_kernel=self.per_kernel,
                                                 settings=self.settings,
@@ -283,12 +296,7 @@ class Collector:
                         "build": str(build),
                         "graph_id": graph_id,
                         "onnx_graph_id": onnx_graph_id,
-                        "whole": {
-                            "median_ms": m.whole.median_ms,
-                            "samples_ms": m.whole.samples_ms,
-                            "cv": round(m.whole.cv, 5),
-                            "iqr_ms": m.whole.iqr_ms,
-                        },
+                        "whole": m.whole.label(),
                         "kernels_ms": [round(k.median_ms, 6) for k in m.kernels]
                         if m.kernels is not None else None,
                         "kernels_cv": [round(k.cv, 4) for k in m.kernels]
@@ -340,8 +348,7 @@ class Collector:
                                         worker=self._worker(threads))
                     self.writer.append({
                         "kind": "remeasure", "key": rec["key"], "model_id": rec["model_id"],
-                        "whole": {"median_ms": m.whole.median_ms, "samples_ms": m.whole.samples_ms,
-                                  "cv": round(m.whole.cv, 5), "iqr_ms": m.whole.iqr_ms},
+                        "whole": m.whole.label(),
                         "other_load": m.other_load, "attempts": m.attempts,
                         "first_created_at": rec["created_at"], "created_at": time.time(),
                     })
@@ -364,6 +371,7 @@ def collect(
     *,
     start_seed: int = 0,
     rpc: str | None = None,
+    rpc_hw: HardwareSpec | None = None,
     per_kernel: bool = True,
     settings: MeasureSettings | None = None,
     max_default_gflops: float = 0.4,
@@ -375,7 +383,8 @@ def collect(
             raise GnnperfError(f"unknown model family '{family}'")
     summary = CollectSummary()
     start = time.time()
-    collector = Collector(out, hw, builds, rpc=rpc, per_kernel=per_kernel, settings=settings,
+    collector = Collector(out, hw, builds, rpc=rpc, rpc_hw=rpc_hw, per_kernel=per_kernel,
+                          settings=settings,
                           max_default_gflops=max_default_gflops)
     total = len(families) * count * len(hw) * len(collector.builds)
     try:

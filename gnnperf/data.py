@@ -29,6 +29,8 @@ from .hardware import FEATURE_NAMES as HW_FEATURE_NAMES
 from .hardware import HardwareSpec
 from .shards import SCHEMA_VERSION, iter_lines, shard_paths
 
+#: Bump when the fields of the encoded ``Data`` items change (invalidates processed caches).
+_DATA_LAYOUT = 2
 DEFAULT_ROOT = Path(__file__).resolve().parent.parent / "datasets"
 
 
@@ -96,7 +98,8 @@ def _regenerate_onnx_graph(record: dict[str, Any]) -> dict[str, Any]:
 def fingerprint(root: str | os.PathLike[str] | None = None) -> str:
     """Content hash of every shard under ``root`` and of the feature layout."""
     root = Path(root) if root is not None else default_root()
-    h = hashlib.sha256(f"schema{SCHEMA_VERSION}|{','.join(feature_names())}".encode())
+    h = hashlib.sha256(
+        f"schema{SCHEMA_VERSION}|layout{_DATA_LAYOUT}|{','.join(feature_names())}".encode())
     for path in shard_paths(root):
         h.update(str(path.relative_to(root)).encode())
         h.update(hashlib.sha256(path.read_bytes()).digest())
@@ -121,6 +124,7 @@ def record_to_data(record: dict[str, Any], graph: KernelGraph) -> Data:
     data.cv = torch.tensor([record["whole"].get("cv", 0.0)], dtype=torch.float32)
     data.threads = torch.tensor([int(record["hw"]["threads"])], dtype=torch.long)
     data.model_id = record["model_id"]
+    data.group = record.get("onnx_sha256") or record["model_id"]
     data.family = record["model"]["family"]
     data.hw_id = record["hw_id"]
     data.build = record["build"]
@@ -207,62 +211,65 @@ def split_indices(
     test_frac: float = 0.15,
     holdout: str | None = None,
 ) -> tuple[list[int], list[int], list[int]]:
-    """(train, val, test) indices. Groups never straddle splits: all records of one model
-    stay together in ``random``; the held-out family / hardware id is the test set in the
-    leave-out splits; ``real-architectures`` tests on ``hf-*`` models only. Validation is
-    drawn from the training side by model, never from the test set.
+    """(train, val, test) indices.
+
+    Records are grouped by the ONNX they were measured from (two seeds of a real
+    architecture can give the same graph), and a group never straddles two sets. The
+    test set is a random ``test_frac`` of groups (``random``), the held-out family or
+    hardware id (leave-out splits) or the ``hf-*`` models (``real-architectures``);
+    validation is ``val_frac`` of the remaining groups, never taken from the test set.
     """
     if kind not in SPLITS:
         raise DatasetError(f"unknown split '{kind}'; choose one of {', '.join(SPLITS)}")
-    models = [str(d.model_id) for d in _iter(dataset)]
-    fams = [str(d.family) for d in _iter(dataset)]
-    hws = [str(d.hw_id) for d in _iter(dataset)]
+    rows = list(_iter(dataset))
+    groups = [str(d.group) for d in rows]
     rng = np.random.default_rng(seed)
-    idx = np.arange(len(models))
+    idx = np.arange(len(rows))
     if kind == "random":
-        test_mask = _pick_models(models, idx, test_frac, rng)
-    elif kind == "leave-family-out":
+        test_mask = _pick_groups(groups, idx, test_frac, rng)
+    elif kind in ("leave-family-out", "leave-hw-out"):
         if holdout is None:
-            raise DatasetError("leave-family-out needs a held-out family")
-        test_mask = np.array([f == holdout for f in fams])
-    elif kind == "leave-hw-out":
-        if holdout is None:
-            raise DatasetError("leave-hw-out needs a held-out hardware id")
-        test_mask = np.array([h == holdout for h in hws])
+            what = "family" if kind == "leave-family-out" else "hw id"
+            raise DatasetError(f"{kind} needs a held-out {what}")
+        attr = "family" if kind == "leave-family-out" else "hw_id"
+        test_mask = np.array([str(getattr(d, attr)) == holdout for d in rows])
     else:
-        test_mask = np.array([f.startswith("hf-") for f in fams])
+        test_mask = np.array([str(d.family).startswith("hf-") for d in rows])
     if not test_mask.any():
         raise DatasetError(f"split '{kind}' (holdout {holdout}) leaves an empty test set")
-    rest = idx[~test_mask]
     if kind == "leave-hw-out":
-        # the held-out hardware never appears in training, but its models may
-        rest_models = [models[i] for i in rest]
+        # the held-out hardware never appears in training; its models may
+        rest = idx[~test_mask]
     else:
-        test_models = {models[i] for i in idx[test_mask]}
-        rest = np.array([i for i in rest if models[i] not in test_models], dtype=int)
-        rest_models = [models[i] for i in rest]
-    val_local = _pick_models(rest_models, np.arange(len(rest)), val_frac / (1 - test_frac), rng)
-    val = rest[val_local]
-    train = rest[~val_local]
+        test_groups = {groups[i] for i in idx[test_mask]}
+        rest = np.array([i for i in idx[~test_mask] if groups[i] not in test_groups], dtype=int)
+    rest_groups = [groups[i] for i in rest]
+    val_local = _pick_groups(rest_groups, np.arange(len(rest)), val_frac, rng)
+    val, train = rest[val_local], rest[~val_local]
+    if len(train) == 0 or len(val) == 0:
+        raise DatasetError(f"split '{kind}' (holdout {holdout}) leaves no training or "
+                           f"validation records ({len(rows)} records in all)")
     return [int(i) for i in train], [int(i) for i in val], [int(i) for i in idx[test_mask]]
 
 
 def _iter(dataset: Sequence[Data] | InMemoryDataset) -> Iterable[Data]:
+    """Light views (ids only) of every item, without materialising the graphs."""
     if isinstance(dataset, InMemoryDataset):
-        # read the string columns without materialising every graph
         store = dataset._data
-        for i in range(len(dataset)):
-            yield Data(model_id=store.model_id[i], family=store.family[i], hw_id=store.hw_id[i])
+        for i in dataset.indices():
+            yield Data(model_id=store.model_id[i], family=store.family[i],
+                       hw_id=store.hw_id[i], group=store.group[i])
     else:
         yield from dataset
 
 
-def _pick_models(models: Sequence[str], idx: np.ndarray, frac: float,
+def _pick_groups(groups: Sequence[str], idx: np.ndarray, frac: float,
                  rng: np.random.Generator) -> np.ndarray:
-    unique = sorted(set(models))
+    """Mask over ``idx`` selecting a random ``frac`` of the distinct groups (at least one)."""
+    unique = sorted(set(groups))
     rng.shuffle(unique)
     chosen = set(unique[: max(1, int(round(frac * len(unique))))])
-    return np.array([models[i] in chosen for i in idx], dtype=bool)
+    return np.array([groups[i] in chosen for i in idx], dtype=bool)
 
 
 # -- normalisation --------------------------------------------------------------------------

@@ -58,3 +58,16 @@ class DatasetError(GnnperfError):
 
 class CheckpointError(GnnperfError):
     """A checkpoint is missing, malformed or does not fit the features."""
+
+
+def one_line(exc: BaseException, limit: int = 300) -> str:
+    """An exception's message on one line: the CLI prints exactly one.
+
+    Messages from protobuf and TVM span several lines; when they start with a stack
+    (TVM's FFI errors), the message is the last line.
+    """
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    if lines and lines[0].startswith("Traceback"):
+        lines = lines[-1:]
+    text = " ".join(lines) if lines else type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."

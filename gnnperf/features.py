@@ -28,6 +28,7 @@ import tvm
 from tvm import relax, tirx
 
 from .builds import kernel_hash, tune_context
+from .errors import LoweringError, one_line
 from .lowering import OP_PATTERNS, LoweredModel
 
 #: Builtins that do no tensor work: allocation, checks and liveness bookkeeping.
@@ -158,7 +159,8 @@ def ops_of(name: str) -> list[str]:
     # strided_slice): keep known compound names together.
     compound = {("layer", "norm"), ("strided", "slice"), ("group", "norm"),
                 ("batch", "norm"), ("max", "pool2d"), ("avg", "pool2d"),
-                ("adaptive", "avg"), ("rms", "norm"), ("instance", "norm")}
+                ("adaptive", "avg"), ("rms", "norm"), ("instance", "norm"),
+                ("expand", "dims"), ("broadcast", "to"), ("permute", "dims")}
     i = 0
     while i < len(parts):
         if i + 1 < len(parts) and (parts[i], re.sub(r"\d+$", "", parts[i + 1])) in compound:
@@ -339,12 +341,17 @@ def extract_graph(lowered: LoweredModel, *, ms_features: bool = True) -> KernelG
                     else:
                         param_bytes += nbytes
                 if name not in func_cache:
-                    func_cache[name] = (
-                        _estimate_flops(func),
-                        loop_features(func),
-                        ms_store_features(func, lowered.target) if ms_features else [],
-                        f"{kernel_hash(func):016x}",
-                    )
+                    try:
+                        func_cache[name] = (
+                            _estimate_flops(func),
+                            loop_features(func),
+                            ms_store_features(func, lowered.target) if ms_features else [],
+                            f"{kernel_hash(func):016x}",
+                        )
+                    except Exception as exc:  # TVM analysis errors come from C++
+                        raise LoweringError(
+                            f"feature extraction failed for kernel {name}: {one_line(exc)}"
+                        ) from exc
                 flops, loops, msf, shash = func_cache[name]
                 pattern = OP_PATTERNS.get(lowered.op_patterns.get(name, 8), "opaque")
                 ops = ops_of(name)
@@ -420,7 +427,8 @@ def op_class(node: KernelNode) -> str:
     """A coarse class of the kernel's anchor op, for a one-hot feature."""
     if node.kind == "builtin":
         return "builtin"
-    ops = set(node.ops)
+    # adjacent pairs too, so compound names split by older versions of ops_of still match
+    ops = set(node.ops) | {f"{a}_{b}" for a, b in zip(node.ops, node.ops[1:], strict=False)}
     rules = [
         ("conv", ("conv2d", "conv1d", "conv3d", "conv2d_transpose")),
         ("matmul", ("matmul", "dense", "batch_matmul", "einsum")),

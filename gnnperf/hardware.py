@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .atomic import write_text
 from .errors import HardwareError
 
 #: x86-64 micro-architecture levels, from oldest to newest, with the CPU flags each needs
@@ -214,6 +215,7 @@ class HardwareSpec:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> HardwareSpec:
         known = {f for f in cls.__dataclass_fields__}
+        data = {k: v for k, v in data.items() if k != "hw_id"}  # derived, as `gnnperf hw` prints
         unknown = set(data) - known
         if unknown:
             raise HardwareError(f"unknown hardware spec fields: {', '.join(sorted(unknown))}")
@@ -246,8 +248,13 @@ class HardwareSpec:
         return ISA_LEVELS[self.isa][1]
 
     def target_dict(self) -> dict[str, Any]:
-        """The TVM target for this spec, as the dict TVM 0.27 accepts."""
-        return {"kind": "llvm", "mcpu": self.isa, "num-cores": self.threads}
+        """The TVM target for this spec, as the dict TVM 0.27 accepts.
+
+        ``num-cores`` is the machine's core count, not the thread count: the compiled code
+        (and so the kernel graph) is the same whatever threads it later runs with, and
+        MetaSchedule's parallelization rules size their loops from it.
+        """
+        return {"kind": "llvm", "mcpu": self.isa, "num-cores": self.cores}
 
     def target(self) -> Any:
         import tvm
@@ -319,18 +326,21 @@ def _probe(isa: str, threads: int) -> tuple[float, float]:
     with tempfile.TemporaryDirectory(prefix="gnnperf-probe-") as tmp:
         script = Path(tmp) / "probe.py"
         script.write_text(_PROBE_SOURCE)
-        proc = subprocess.run(
-            [sys.executable, str(script), isa, str(width)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-    if proc.returncode != 0:
-        tail = proc.stderr.strip().splitlines()[-1:] or ["no output"]
-        raise HardwareError(f"hardware micro-benchmark failed for {isa}/{threads}t: {tail[0]}")
-    data = json.loads(proc.stdout.strip().splitlines()[-1])
-    return round(float(data["peak_gflops"]), 2), round(float(data["mem_bw_gbs"]), 2)
+        try:
+            proc = subprocess.run([sys.executable, str(script), isa, str(width)], env=env,
+                                  capture_output=True, text=True, timeout=300)
+        except subprocess.TimeoutExpired:
+            raise HardwareError(f"hardware micro-benchmark for {isa}/{threads}t timed out"
+                                ) from None
+    try:
+        if proc.returncode != 0:
+            raise ValueError(proc.stderr.strip().splitlines()[-1] if proc.stderr.strip()
+                             else f"exit code {proc.returncode}")
+        data = json.loads(proc.stdout.strip().splitlines()[-1])
+        return round(float(data["peak_gflops"]), 2), round(float(data["mem_bw_gbs"]), 2)
+    except (ValueError, IndexError, KeyError) as exc:
+        raise HardwareError(f"hardware micro-benchmark failed for {isa}/{threads}t: {exc}"
+                            ) from None
 
 
 def _measured_figures(isa: str, threads: int) -> tuple[float, float]:
@@ -346,9 +356,5 @@ def _measured_figures(isa: str, threads: int) -> tuple[float, float]:
         return float(peak), float(bw)
     peak, bw = _probe(isa, threads)
     table[key] = [peak, bw]
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=cache.parent, prefix=".hardware-", suffix=".json")
-    with os.fdopen(fd, "w") as fh:
-        json.dump(table, fh, indent=1, sort_keys=True)
-    os.replace(tmp, cache)
+    write_text(cache, json.dumps(table, indent=1, sort_keys=True))
     return peak, bw

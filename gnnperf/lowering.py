@@ -10,7 +10,6 @@ and the one the kernel graph is read from: no second module is ever described.
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,8 +20,9 @@ import onnx
 import tvm
 from tvm import relax, tirx
 
+from .atomic import atomic_path
 from .builds import BuildConfig, apply_build
-from .errors import LoweringError
+from .errors import LoweringError, one_line
 from .hardware import HardwareSpec, available_cores
 
 #: Names of TVM's op pattern kinds (tvm/relax/op_attr_types.h), by value.
@@ -137,8 +137,7 @@ def lower(
     except LoweringError:
         raise
     except Exception as exc:  # TVM raises C++-side errors of many types
-        first = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
-        raise LoweringError(f"lowering for {target.kind.name} failed: {first}") from exc
+        raise LoweringError(f"lowering for {target.kind.name} failed: {one_line(exc)}") from exc
     return LoweredModel(final, target, build, inputs, patterns, timings)
 
 
@@ -166,24 +165,22 @@ def compile_lowered(lowered: LoweredModel) -> relax.Executable:
     try:
         ex = tvm.compile(lowered.module, lowered.target, relax_pipeline=None)
     except Exception as exc:
-        first = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
-        raise LoweringError(f"compilation failed: {first}") from exc
+        raise LoweringError(f"compilation failed: {one_line(exc)}") from exc
     lowered.timings["compile_s"] = time.perf_counter() - start
     return ex
 
 
 def _export_atomic(module: Any, path: str | os.PathLike[str]) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".lib-", suffix=".so")
-    os.close(fd)
-    try:
-        module.export_library(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
+    with atomic_path(path) as tmp:
+        # export_library picks the toolchain from the suffix, so give it a .so name
+        so = tmp.with_suffix(".so")
+        try:
+            module.export_library(str(so))
+            os.replace(so, tmp)
+        finally:
+            if so.exists():
+                so.unlink()
+    return Path(path)
 
 
 def export_executable(ex: relax.Executable, path: str | os.PathLike[str]) -> Path:

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import psutil
 
-from .errors import MeasurementError
+from .errors import MeasurementError, one_line
 
 _REPLY_PREFIX = "@@gnnperf-reply "
 
@@ -86,6 +86,11 @@ class LatencyStats:
             cv=float(arr.std() / mean) if mean > 0 else 0.0,
             iqr_ms=float(q3 - q1),
         )
+
+    def label(self) -> dict[str, Any]:
+        """The dataset's form of a whole-model label."""
+        return {"median_ms": self.median_ms, "samples_ms": self.samples_ms,
+                "cv": round(self.cv, 5), "iqr_ms": self.iqr_ms}
 
 
 @dataclass
@@ -165,9 +170,23 @@ def _own_cpu_seconds() -> float:
     return total
 
 
+def _our_cpus() -> list[int]:
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - non-Linux
+        return list(range(psutil.cpu_count() or 1))
+
+
 def _busy_seconds() -> float:
-    t = psutil.cpu_times()
-    return t.user + t.nice + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0)
+    """Busy CPU seconds of the CPUs this process may run on (not the whole host)."""
+    per_cpu = psutil.cpu_times(percpu=True)
+    total = 0.0
+    for cpu in _our_cpus():
+        if cpu < len(per_cpu):
+            t = per_cpu[cpu]
+            total += t.user + t.nice + t.system + getattr(t, "irq", 0.0) + getattr(
+                t, "softirq", 0.0)
+    return total
 
 
 class LoadProbe:
@@ -181,7 +200,7 @@ class LoadProbe:
         wall = max(time.monotonic() - wall0, 1e-6)
         busy = _busy_seconds() - busy0
         own = _own_cpu_seconds() - own0
-        return max(0.0, (busy - own) / (wall * (psutil.cpu_count() or 1)))
+        return max(0.0, (busy - own) / (wall * len(_our_cpus())))
 
 
 def other_load(window_s: float = 1.0) -> float:
@@ -241,8 +260,12 @@ class MeasureWorker:
                 f"measurement worker exited with code {proc.returncode}: {self._stderr_tail()}"
             )
         assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write(json.dumps(payload) + "\n")
-        proc.stdin.flush()
+        try:
+            proc.stdin.write(json.dumps(payload) + "\n")
+            proc.stdin.flush()
+        except BrokenPipeError:
+            raise MeasurementError(
+                f"measurement worker is gone: {self._stderr_tail()}") from None
         deadline = time.monotonic() + timeout_s
         while True:
             remaining = deadline - time.monotonic()
@@ -287,6 +310,11 @@ class MeasureWorker:
 
 def _worker_main() -> None:
     """Serve measurement requests on stdin; one JSON reply line per request."""
+    # Replies go to the original stdout; anything else that prints (TVM, numpy) goes to
+    # stderr, so the parent's pipe carries exactly one line per request.
+    replies = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     import tvm  # noqa: F401  (starts the runtime with this process's TVM_NUM_THREADS)
 
     for line in sys.stdin:
@@ -296,10 +324,9 @@ def _worker_main() -> None:
             req = json.loads(line)
             reply = _serve(req)
         except Exception as exc:  # report, never die: the parent decides
-            msg = str(exc).strip().splitlines()
-            reply = {"error": f"{type(exc).__name__}: {msg[-1] if msg else ''}"}
-        sys.stdout.write(_REPLY_PREFIX + json.dumps(reply) + "\n")
-        sys.stdout.flush()
+            reply = {"error": f"{type(exc).__name__}: {one_line(exc)}"}
+        replies.write(_REPLY_PREFIX + json.dumps(reply) + "\n")
+        replies.flush()
 
 
 def _serve(req: dict[str, Any]) -> dict[str, Any]:
@@ -455,13 +482,13 @@ def measure_library(
                 )
                 if best is None or _score(result) < _score(best):
                     best = result
-                    best.attempts = attempt
                 if result.whole.cv <= settings.max_cv and load <= settings.max_other_load:
                     break
     finally:
         if own_worker:
             worker.close()
     assert best is not None
+    best.attempts = attempt  # how many measurements were taken; the best one is kept
     best.duration_s = time.time() - started
     return best
 
@@ -530,8 +557,7 @@ def measure_remote(
     except MeasurementError:
         raise
     except Exception as exc:
-        msg = str(exc).strip().splitlines()
-        raise MeasurementError(f"remote measurement failed: {msg[-1] if msg else exc}") from None
+        raise MeasurementError(f"remote measurement failed: {one_line(exc)}") from None
     return Measurement(
         whole=LatencyStats.from_samples(samples),
         threads=threads,

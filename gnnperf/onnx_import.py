@@ -30,6 +30,7 @@ from gnnperf.errors import (
     ModelLoadError,
     ShapeFoldingError,
     UnsupportedOpError,
+    one_line,
 )
 
 if TYPE_CHECKING:  # importing TVM costs seconds; only the annotations need it here
@@ -169,7 +170,7 @@ def _read_model_file(path: Path) -> onnx.ModelProto:
     except Exception as err:  # noqa: BLE001 - protobuf raises many unrelated types
         raise ModelLoadError(
             f"{path} is not a readable ONNX model (truncated or corrupt protobuf?): "
-            f"{_one_line(err)}"
+            f"{one_line(err)}"
         ) from err
 
 
@@ -196,7 +197,7 @@ def _run_checker(model: onnx.ModelProto, where: str, path: Path | None) -> None:
         else:
             onnx.checker.check_model(_inference_skeleton(model))  # graph structure only
     except Exception as err:  # noqa: BLE001 - ValidationError and protobuf errors
-        raise ModelLoadError(f"{where} fails the ONNX checker: {_one_line(err)}") from err
+        raise ModelLoadError(f"{where} fails the ONNX checker: {one_line(err)}") from err
 
 
 def _approx_bytes(model: onnx.ModelProto) -> int:
@@ -417,7 +418,7 @@ def _infer(model: onnx.ModelProto) -> onnx.ModelProto:
             skeleton, check_type=False, strict_mode=False, data_prop=True
         )
     except Exception as err:  # noqa: BLE001 - InferenceError and C++ failures
-        raise ShapeFoldingError(f"ONNX shape inference failed: {_one_line(err)}") from err
+        raise ShapeFoldingError(f"ONNX shape inference failed: {one_line(err)}") from err
 
 
 def _collect_types(inferred: onnx.ModelProto) -> dict[str, _TypeInfo]:
@@ -485,7 +486,7 @@ def _fold_constants(model: onnx.ModelProto) -> onnx.ModelProto:
         onnx.checker.check_model(_inference_skeleton(model))
     except Exception as err:  # noqa: BLE001
         raise ShapeFoldingError(
-            f"constant folding produced an invalid model: {_one_line(err)}"
+            f"constant folding produced an invalid model: {one_line(err)}"
         ) from err
     return model
 
@@ -642,7 +643,7 @@ def _evaluate(node: onnx.NodeProto, feeds: dict[str, np.ndarray], opset: int) ->
             evaluator = ReferenceEvaluator(node, opsets={"": opset})
             return list(evaluator.run(None, feeds))
     except Exception as err:  # noqa: BLE001 - the evaluator raises anything
-        log.debug("not folding %s (%s): %s", node.name, node.op_type, _one_line(err))
+        log.debug("not folding %s (%s): %s", node.name, node.op_type, one_line(err))
         return None
 
 
@@ -789,7 +790,7 @@ def _frontend_error(
 
     op_type, node_name = current if current is not None else ("?", "?")
     where = f"node '{node_name}' ({op_type})" if current is not None else "the graph"
-    message = _one_line(err)
+    message = one_line(err)
     if isinstance(err, tvm.error.OpNotImplemented):
         return UnsupportedOpError(op_type, f"{where}: {message}")
     if isinstance(err, (tvm.error.OpError, NotImplementedError)):
@@ -804,10 +805,3 @@ def _frontend_error(
     return FrontendError(f"TVM's Relax ONNX frontend failed on {where}: {message}")
 
 
-def _one_line(err: BaseException, limit: int = 300) -> str:
-    """Errors from protobuf/TVM span many lines; the CLI prints one."""
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    if lines and lines[0].startswith("Traceback"):
-        lines = lines[-1:]  # an FFI error with its stack first: the message is last
-    text = " ".join(lines) if lines else type(err).__name__
-    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -28,7 +28,7 @@ from .hardware import FEATURE_NAMES as HW_FEATURE_NAMES
 from .hardware import HardwareSpec
 from .lowering import lower_onnx
 from .model import LatencyGNN
-from .training import INTERVAL_Z, load_checkpoint, model_from_checkpoint
+from .training import interval_ms, load_checkpoint, model_from_checkpoint
 
 DEFAULT_CHECKPOINT = Path(__file__).resolve().parent.parent / "checkpoints" / "gnnperf.pt"
 
@@ -105,13 +105,14 @@ class Predictor:
             mu = float(out.mu[i])
             sigma = float(out.log_sigma[i].exp()) * self.sigma_scale
             kernel_ms = out.kernel_mu[offsets[i]:offsets[i + 1]].exp().tolist()
+            low, high = interval_ms(mu, sigma)
             reasons = self.check_inputs(hw, graph.build)
             for reason in reasons:
                 warnings.warn(reason, OutOfDistributionWarning, stacklevel=3)
             results.append(Prediction(
                 latency_ms=math.exp(mu),
-                low_ms=math.exp(mu - INTERVAL_Z * sigma),
-                high_ms=math.exp(mu + INTERVAL_Z * sigma),
+                low_ms=float(low),
+                high_ms=float(high),
                 coverage=self.coverage,
                 hw_id=hw.hw_id,
                 build=graph.build,

@@ -15,16 +15,17 @@ Three line kinds share a shard:
 
 from __future__ import annotations
 
+import fcntl
 import gzip
 import hashlib
 import json
 import os
-import tempfile
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from .atomic import write_bytes
 from .errors import DatasetError
 
 SCHEMA_VERSION = 1
@@ -86,6 +87,14 @@ class ShardWriter:
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.prefix = prefix
+        # one writer per prefix: a second one would rewrite the shard without our lines
+        self._lock = open(self.folder / f".{prefix}.lock", "w")  # held open: the lock
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self._lock.close()
+            raise DatasetError(f"another process is writing {self.folder}/{prefix}-*; "
+                               "use another --out folder or wait for it") from None
         self.max_lines = max_lines
         existing = sorted(self.folder.glob(f"{prefix}-[0-9][0-9][0-9][0-9].jsonl.gz"))
         self._lines: list[str] = []
@@ -113,13 +122,5 @@ class ShardWriter:
         self._flush()
 
     def _flush(self) -> None:
-        data = ("\n".join(self._lines) + "\n").encode()
-        fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".shard-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz:
-                gz.write(data)
-            os.chmod(tmp, 0o644)  # mkstemp creates 0600; shards are shared data
-            os.replace(tmp, self.path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        text = "\n".join(self._lines) + "\n"
+        write_bytes(self.path, gzip.compress(text.encode(), mtime=0))

@@ -14,7 +14,6 @@ import json
 import math
 import os
 import random
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -26,14 +25,21 @@ from scipy import stats as sps
 from torch_geometric.loader import DataLoader
 from tqdm import tqdm
 
+from .atomic import atomic_path, write_text
 from .data import FeatureScaler, LatencyDataset, feature_names, split_indices
-from .errors import CheckpointError
+from .errors import CheckpointError, GnnperfError, one_line
 from .hardware import FEATURE_NAMES as HW_FEATURE_NAMES
 from .model import LatencyGNN, ModelConfig
 
 #: Nominal coverage of the reported prediction interval.
 INTERVAL_COVERAGE = 0.9
 INTERVAL_Z = float(sps.norm.ppf(0.5 + INTERVAL_COVERAGE / 2))
+
+
+def interval_ms(mu: np.ndarray | float, sigma: np.ndarray | float
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """The nominal-coverage interval (ms) of a log-normal prediction (log-ms mean, std)."""
+    return np.exp(mu - INTERVAL_Z * sigma), np.exp(mu + INTERVAL_Z * sigma)
 
 
 @dataclass
@@ -185,7 +191,8 @@ def train_model(dataset: LatencyDataset, cfg: TrainConfig, progress: bool = True
         if bad_epochs >= cfg.patience or (time.time() - start) / 60 > cfg.max_minutes:
             break
     bar.close()
-    assert best_state is not None
+    if best_state is None:
+        raise GnnperfError("training diverged: validation MAPE was never finite")
     model.load_state_dict(best_state)
     val = predict_loader(model, val_loader, cfg.device)
     # widen/narrow sigma so that the nominal coverage holds on validation
@@ -194,8 +201,7 @@ def train_model(dataset: LatencyDataset, cfg: TrainConfig, progress: bool = True
     predict_start = time.perf_counter()
     test = predict_loader(model, test_loader, cfg.device)
     test_predict_s = time.perf_counter() - predict_start
-    low = np.exp(test.mu - INTERVAL_Z * sigma_scale * test.sigma)
-    high = np.exp(test.mu + INTERVAL_Z * sigma_scale * test.sigma)
+    low, high = interval_ms(test.mu, sigma_scale * test.sigma)
     true = np.exp(test.y)
     result_metrics = {
         "split": cfg.split,
@@ -246,24 +252,12 @@ def save_checkpoint(result: TrainResult, cfg: TrainConfig, dataset: LatencyDatas
         "builds": sorted({dataset[i].build for i in result.indices["train"]}),
         "metrics": result.metrics,
     }
-    _atomic_write(out / "gnnperf.pt", lambda p: torch.save(payload, p))
-    _atomic_write(out / "metrics.json",
-                  lambda p: Path(p).write_text(json.dumps(
-                      {"dataset_fingerprint": dataset.fingerprint, "train_config": cfg.to_dict(),
-                       **result.metrics}, indent=1)))
+    with atomic_path(out / "gnnperf.pt") as tmp:
+        torch.save(payload, tmp)
+    write_text(out / "metrics.json", json.dumps(
+        {"dataset_fingerprint": dataset.fingerprint, "train_config": cfg.to_dict(),
+         **result.metrics}, indent=1))
     return out / "gnnperf.pt"
-
-
-def _atomic_write(path: Path, write: Any) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
-    os.close(fd)
-    try:
-        write(tmp)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -278,13 +272,17 @@ def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise CheckpointError(f"checkpoint {path} is unreadable: {exc}") from None
     if not isinstance(payload, dict) or payload.get("format") != 1:
         raise CheckpointError(f"{path} is not a gnnperf checkpoint")
-    if payload["feature_names"] != feature_names():
+    if payload.get("feature_names") != feature_names():
         raise CheckpointError(f"checkpoint {path} was trained on other features; retrain it")
     return payload
 
 
 def model_from_checkpoint(payload: dict[str, Any]) -> tuple[LatencyGNN, FeatureScaler]:
-    model = LatencyGNN(ModelConfig(**payload["model_config"]))
-    model.load_state_dict(payload["state_dict"])
+    try:
+        model = LatencyGNN(ModelConfig(**payload["model_config"]))
+        model.load_state_dict(payload["state_dict"])
+        scaler = FeatureScaler.from_state_dict(payload["scaler"])
+    except (KeyError, TypeError, RuntimeError) as exc:
+        raise CheckpointError(f"checkpoint does not fit this gnnperf: {one_line(exc)}") from None
     model.eval()
-    return model, FeatureScaler.from_state_dict(payload["scaler"])
+    return model, scaler

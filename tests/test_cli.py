@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from gnnperf.cli import main
+from gnnperf.hardware import available_cores
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -102,9 +103,13 @@ def test_dynamic_dims_need_shapes(dynamic_onnx: Path) -> None:
     assert ok.returncode == 0, ok.stderr
 
 
+TOO_MANY = str(available_cores() + 1)
+
+
 @pytest.mark.parametrize("args,needle", [
     (["--isa", "x86-64-v9"], "unknown ISA"),
-    (["--threads", "64"], "thread count 64"),
+    (["--threads", TOO_MANY], f"thread count {TOO_MANY}"),
+    (["--threads", "0"], "thread count 0"),
     (["--build", "turbo"], "unknown build"),
 ])
 def test_bad_targets_give_exit_2(args: list[str], needle: str, cnn_onnx: Path) -> None:

@@ -51,9 +51,11 @@ def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(tmp_path: Path
     assert all(n == 1 for n in after.values())  # nothing duplicated
     assert set(before) <= set(after)  # nothing lost
     records = [o for o in iter_lines(out) if o["kind"] == "record"]
+    assert records, "every key failed"
     graphs = {o["graph_id"] for o in iter_lines(out) if o["kind"] == "graph"}
+    onnx_graphs = {o["graph_id"] for o in iter_lines(out) if o["kind"] == "onnx_graph"}
     for r in records:
-        assert r["graph_id"] in graphs
+        assert r["graph_id"] in graphs and r["onnx_graph_id"] in onnx_graphs
         assert r["whole"]["median_ms"] > 0 and len(r["whole"]["samples_ms"]) >= 3
         assert len(r["kernels_ms"]) > 0
         assert r["hw"]["isa"] == "x86-64-v3" and r["build"] == "default"
@@ -97,3 +99,19 @@ def test_hw_list_parsing() -> None:
     for bad in ["x86-64-v3", "x86-64-v3:two", ""]:
         with pytest.raises(HardwareError):
             parse_hw_list(bad)
+
+
+def test_rpc_collection_needs_the_boards_spec(tmp_path: Path) -> None:
+    from gnnperf.collect import Collector
+
+    with pytest.raises(HardwareError, match="--rpc-hw"):
+        Collector(tmp_path, [("x86-64-v3", 1)], ["default"], rpc="127.0.0.1:9190:board")
+
+
+def test_one_writer_per_shard_prefix(tmp_path: Path) -> None:
+    from gnnperf.errors import DatasetError
+
+    first = ShardWriter(tmp_path, "t")
+    with pytest.raises(DatasetError, match="another process"):
+        ShardWriter(tmp_path, "t")
+    first.append({"kind": "record", "key": "a"})

@@ -27,6 +27,8 @@ def test_local_spec_measures_and_serialises() -> None:
     assert HardwareSpec.from_dict(spec.to_dict()) == spec
     assert len(spec.feature_vector()) == len(FEATURE_NAMES)
     assert spec.target().attrs["mcpu"] == "x86-64-v2"
+    # the compile target describes the machine, whatever threads the code runs with
+    assert int(spec.target().attrs["num-cores"]) == spec.cores
     # cached: the second call reuses the measured figures
     assert HardwareSpec.local("x86-64-v2", 1) == spec
 

@@ -91,3 +91,19 @@ def test_build_strings_round_trip() -> None:
     for text in ["default", "dlight", "sampled:0", "sampled:17"]:
         assert str(BuildConfig.parse(text)) == text
     assert str(BuildConfig.parse("sampled")) == "sampled:0"
+
+
+def test_onnx_operator_graph_counts_operators_and_flops(cnn_onnx: Path) -> None:
+    from gnnperf.features import extract_onnx_graph
+    from gnnperf.onnx_import import load_onnx
+
+    model = load_onnx(cnn_onnx)
+    graph = extract_onnx_graph(model)
+    assert [n.name for n in graph.nodes] == [n.name for n in model.graph.node]
+    convs = [n for n in graph.nodes if n.ops == ["conv2d"]]
+    assert len(convs) == 3
+    # first conv: 3->8 channels, 3x3, 16x16 output: 2 * 8*16*16 * 3*3*3 FLOPs
+    assert convs[0].flops == 2 * 8 * 16 * 16 * 27
+    assert all(0 <= a < b for a, b, _ in graph.edges)
+    kernels = extract_graph(lower_onnx(cnn_onnx, TARGET, "default"), ms_features=False)
+    assert len(graph.nodes) > len(kernels.nodes)  # fusion merged operators

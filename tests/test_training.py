@@ -65,8 +65,17 @@ def test_model_outputs_per_graph_and_per_node(small_root: Path) -> None:
 
 
 def test_training_is_deterministic_and_reports(small_root: Path) -> None:
+    from gnnperf.data import FeatureScaler
+
     ds = LatencyDataset(small_root)
-    a = train_model(ds, TrainConfig(**FAST), progress=False).metrics
+    result = train_model(ds, TrainConfig(**FAST), progress=False)
+    # normalisation comes from the training split only
+    own = FeatureScaler.fit([ds[i] for i in result.indices["train"]])
+    assert torch.allclose(result.scaler.x_mean, own.x_mean)
+    everything = FeatureScaler.fit(list(ds))
+    assert not torch.allclose(result.scaler.x_mean, everything.x_mean)
+    assert not set(result.indices["test"]) & set(result.indices["train"] + result.indices["val"])
+    a = result.metrics
     b = train_model(ds, TrainConfig(**FAST), progress=False).metrics
     for key in ("val", "test"):
         assert a[key]["mape"] == pytest.approx(b[key]["mape"])
