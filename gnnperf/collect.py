@@ -178,6 +178,7 @@ class Collector:
     def close(self) -> None:
         for worker in self.workers.values():
             worker.close()
+        self.writer.close()
 
     # -- one model --------------------------------------------------------------------------
     def keys_for(self, spec: zoo.ModelSpec) -> list[tuple[str, int, BuildConfig, str]]:

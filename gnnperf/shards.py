@@ -108,6 +108,18 @@ class ShardWriter:
             else:
                 self._index += 1
 
+    def close(self) -> None:
+        """Release the writer lock (the shards are already complete on disk)."""
+        if not self._lock.closed:
+            fcntl.flock(self._lock, fcntl.LOCK_UN)
+            self._lock.close()
+
+    def __enter__(self) -> ShardWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     @property
     def path(self) -> Path:
         return self.folder / f"{self.prefix}-{self._index:04d}.jsonl.gz"
