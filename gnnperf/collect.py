@@ -304,6 +304,11 @@ class Collector:
                         if m.kernels is not None else None,
                         "kernel_sum_ms": m.kernel_sum_ms,
                         "other_load": m.other_load,
+                        "slowdown": m.slowdown,
+                        "slow_tries": m.slow_tries,
+                        "kernels_slowdown": max((k.slowdown or 1.0 for k in m.kernels),
+                                                default=None)
+                        if m.kernels is not None else None,
                         "attempts": m.attempts,
                         "device": m.device,
                         "settings": m.settings,
@@ -351,6 +356,7 @@ class Collector:
                         "kind": "remeasure", "key": rec["key"], "model_id": rec["model_id"],
                         "whole": m.whole.label(),
                         "other_load": m.other_load, "attempts": m.attempts,
+                        "slowdown": m.slowdown, "slow_tries": m.slow_tries,
                         "first_created_at": rec["created_at"], "created_at": time.time(),
                     })
                     measured.add(rec["key"])
