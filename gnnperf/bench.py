@@ -153,10 +153,10 @@ def run(root: str | Path | None, out: Path, cfg: BenchConfig, command: str) -> d
 
 
 def _compile_measure_seconds(ds: LatencyDataset) -> float | None:
-    from .shards import iter_lines
+    from .shards import latest_records
 
     secs = [o["timings"].get("compile_s", 0) + o["timings"].get("measure_s", 0)
-            for o in iter_lines(Path(ds.root) / "shards") if o.get("kind") == "record"]
+            for o in latest_records(Path(ds.root) / "shards")]
     return float(np.median(secs)) if secs else None
 
 

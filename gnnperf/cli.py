@@ -148,6 +148,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
         rpc_hw=HardwareSpec.coerce(str(args.rpc_hw)) if args.rpc_hw else None,
         per_kernel=not args.no_per_kernel,
         settings=settings, max_default_gflops=args.max_default_gflops,
+        redo_noisy=args.redo_noisy,
     )
     print(summary.line())
     return 0
@@ -302,6 +303,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet-timeout", type=float, default=float("inf"),
                    help="seconds to wait for a quiet machine before measuring anyway "
                         "(default: wait as long as it takes)")
+    p.add_argument("--redo-noisy", action="store_true",
+                   help="measure again keys whose record predates the speed probe or was "
+                        "taken under load or on a slowed host (the new record supersedes)")
     p.set_defaults(func=cmd_collect)
 
     p = sub.add_parser("train", help="train the latency GNN (same as python train.py)")

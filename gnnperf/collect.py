@@ -39,7 +39,7 @@ from .measure import (
     wait_for_quiet,
 )
 from .onnx_import import import_to_relax, load_onnx
-from .shards import ShardWriter, content_id, iter_lines
+from .shards import ShardWriter, content_id, iter_lines, latest_records
 
 
 def parse_hw_list(text: str) -> list[tuple[str, int]]:
@@ -62,12 +62,27 @@ def record_key(model_id: str, hw_id: str, build: str) -> str:
     return f"{model_id}|{hw_id}|{build}"
 
 
-def done_keys(root: str | os.PathLike[str]) -> set[str]:
-    """Keys that already have a record or a failure under ``root``."""
+def is_noisy(record: dict[str, Any], settings: MeasureSettings | None = None) -> bool:
+    """A record worth measuring again: taken before the speed probe existed, or while
+    other processes loaded the machine, or while the host stayed slowed down."""
+    s = settings or MeasureSettings()
+    slowdown = record.get("slowdown")
+    return (slowdown is None or slowdown > s.max_slowdown
+            or float(record.get("other_load", 0.0)) > s.max_other_load
+            or float(record["whole"].get("cv", 0.0)) > s.max_cv)
+
+
+def done_keys(root: str | os.PathLike[str], redo_noisy: bool = False) -> set[str]:
+    """Keys that already have a record, a failure or a re-measurement under ``root``.
+
+    With ``redo_noisy``, a key whose newest record :func:`is_noisy` does not count, so
+    the collector measures it again (the newer record supersedes the older).
+    """
     if not Path(root).exists():
         return set()
-    kinds = ("record", "failure", "remeasure")
-    return {obj["key"] for obj in iter_lines(root) if obj.get("kind") in kinds}
+    done = {obj["key"] for obj in iter_lines(root, kinds=("failure", "remeasure"))}
+    done |= {r["key"] for r in latest_records(root) if not (redo_noisy and is_noisy(r))}
+    return done
 
 
 def package_versions() -> dict[str, str]:
@@ -129,6 +144,7 @@ class Collector:
         settings: MeasureSettings | None = None,
         max_default_gflops: float = 0.4,
         shard_prefix: str | None = None,
+        redo_noisy: bool = False,
     ) -> None:
         self.out = Path(out)
         self.builds = [BuildConfig.parse(b) for b in builds]
@@ -142,10 +158,10 @@ class Collector:
         self.max_default_gflops = max_default_gflops
         host = socket.gethostname().split(".")[0] or "host"
         self.writer = ShardWriter(self.out, shard_prefix or f"shard-{host}")
-        self.done = done_keys(self.out)
+        self.done = done_keys(self.out, redo_noisy=redo_noisy)
         self.graphs_written: set[str] = {
-            obj["graph_id"] for obj in iter_lines(self.out)
-            if obj.get("kind") in ("graph", "onnx_graph")} if self.out.exists() else set()
+            obj["graph_id"] for obj in iter_lines(self.out, kinds=("graph", "onnx_graph"))
+        } if self.out.exists() else set()
         self.isas: dict[str, list[int]] = {}
         for isa, threads in hw:
             self.isas.setdefault(isa, []).append(threads)
@@ -383,6 +399,7 @@ def collect(
     settings: MeasureSettings | None = None,
     max_default_gflops: float = 0.4,
     progress: bool = True,
+    redo_noisy: bool = False,
 ) -> CollectSummary:
     """Measure ``count`` seeds of every family on every (ISA, threads) and build."""
     for family in families:
@@ -391,8 +408,8 @@ def collect(
     summary = CollectSummary()
     start = time.time()
     collector = Collector(out, hw, builds, rpc=rpc, rpc_hw=rpc_hw, per_kernel=per_kernel,
-                          settings=settings,
-                          max_default_gflops=max_default_gflops)
+                          settings=settings, max_default_gflops=max_default_gflops,
+                          redo_noisy=redo_noisy)
     total = len(families) * count * len(hw) * len(collector.builds)
     try:
         with tqdm(total=total, unit="rec", disable=not progress, smoothing=0.05) as bar:
@@ -422,7 +439,7 @@ def remeasure(
     import numpy as np
 
     root = Path(root)
-    records = [o for o in iter_lines(root / "shards") if o.get("kind") == "record"]
+    records = latest_records(root / "shards")
     already = done_keys(root / "noise")
     pool = [r for r in records if r["key"] not in already]
     rng = np.random.default_rng(seed)

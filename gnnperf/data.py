@@ -27,7 +27,7 @@ from .errors import DatasetError
 from .features import KernelGraph, node_feature_names, node_feature_vector
 from .hardware import FEATURE_NAMES as HW_FEATURE_NAMES
 from .hardware import HardwareSpec
-from .shards import SCHEMA_VERSION, iter_lines, shard_paths
+from .shards import SCHEMA_VERSION, iter_lines, latest_records, shard_paths
 
 #: Bump when the fields of the encoded ``Data`` items change (invalidates processed caches).
 _DATA_LAYOUT = 2
@@ -73,16 +73,10 @@ def _records_and_graphs(shards_dir: Path, kind: str = "kernel"
                         ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Records, and the graphs each one is encoded from: ``kernel`` graphs are keyed by
     graph id, ``onnx`` operator graphs by model id."""
-    graphs: dict[str, Any] = {}
-    records: list[dict[str, Any]] = []
-    for obj in iter_lines(shards_dir):
-        if obj.get("kind") == "graph" and kind == "kernel":
-            graphs[obj["graph_id"]] = obj["graph"]
-        elif obj.get("kind") == "onnx_graph" and kind == "onnx":
-            graphs[obj["model_id"]] = obj["graph"]
-        elif obj.get("kind") == "record":
-            records.append(obj)
-    return records, graphs
+    graph_kind = "graph" if kind == "kernel" else "onnx_graph"
+    id_field = "graph_id" if kind == "kernel" else "model_id"
+    graphs = {obj[id_field]: obj["graph"] for obj in iter_lines(shards_dir, kinds=(graph_kind,))}
+    return latest_records(shards_dir), graphs
 
 
 def _regenerate_onnx_graph(record: dict[str, Any]) -> dict[str, Any]:
@@ -318,17 +312,38 @@ class FeatureScaler:
 # -- statistics -----------------------------------------------------------------------------
 
 
-def noise_pairs(root: Path) -> list[tuple[dict[str, Any], float]]:
-    """(original record, re-measured median ms) for every re-measurement under root/noise."""
+def noise_pairs(root: Path) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(record, its re-measurement) for every re-measurement under ``root/noise``.
+
+    The record is the one that was repeated (matched by its creation time), not a
+    newer record of the same key.
+    """
     noise_dir = root / "noise"
     if not noise_dir.is_dir():
         return []
-    records = {r["key"]: r for r in iter_lines(root / "shards") if r.get("kind") == "record"}
-    pairs = []
-    for obj in iter_lines(noise_dir):
-        if obj.get("kind") == "remeasure" and obj["key"] in records:
-            pairs.append((records[obj["key"]], float(obj["whole"]["median_ms"])))
-    return pairs
+    records = {(r["key"], r.get("created_at")): r
+               for r in iter_lines(root / "shards", kinds=("record",))}
+    return [(records[pair], obj) for obj in iter_lines(noise_dir, kinds=("remeasure",))
+            if (pair := (obj["key"], obj.get("first_created_at"))) in records]
+
+
+def _probed(line: dict[str, Any]) -> bool:
+    """Measured under the speed probe (see :class:`gnnperf.measure.SpeedProbe`)."""
+    return line.get("slowdown") is not None
+
+
+def _noise_floor(pairs: list[tuple[dict[str, Any], dict[str, Any]]]
+                 ) -> tuple[float | None, dict[str, float]]:
+    """MAPE (%) between first and second measurement, overall and per build/threads."""
+    by: dict[str, list[float]] = {}
+    errors = []
+    for rec, again in pairs:
+        first = rec["whole"]["median_ms"]
+        err = abs(float(again["whole"]["median_ms"]) - first) / first
+        errors.append(err)
+        by.setdefault(f"{rec['build']}/{rec['hw']['threads']}t", []).append(err)
+    mape = float(np.mean(errors) * 100) if errors else None
+    return mape, {k: float(np.mean(v) * 100) for k, v in sorted(by.items())}
 
 
 def dataset_stats(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
@@ -337,21 +352,19 @@ def dataset_stats(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     shards = root / "shards"
     if not shards.is_dir():
         raise DatasetError(f"no shards folder in {root}")
-    records, failures = [], []
-    for obj in iter_lines(shards):
-        if obj.get("kind") == "record":
-            records.append(obj)
-        elif obj.get("kind") == "failure":
-            failures.append(obj)
+    records = latest_records(shards)
+    failures = list(iter_lines(shards, kinds=("failure",)))
     lat = [r["whole"]["median_ms"] for r in records]
     per_family = Counter(r["model"]["family"] for r in records)
     per_hw = Counter(r["hw_id"] for r in records)
     per_build = Counter(r["build"] for r in records)
     pairs = noise_pairs(root)
-    noise = [abs(new - r["whole"]["median_ms"]) / r["whole"]["median_ms"] for r, new in pairs]
-    noise_by: dict[str, list[float]] = {}
-    for (r, _), err in zip(pairs, noise, strict=True):
-        noise_by.setdefault(f"{r['build']}/{r['hw']['threads']}t", []).append(err)
+    probed = [(r, o) for r, o in pairs if _probed(r) and _probed(o)]
+    unprobed = [(r, o) for r, o in pairs if not (_probed(r) and _probed(o))]
+    # The floor of the current protocol; pairs taken before the speed probe are reported
+    # apart, since they also hold host slowdowns the probe now rejects.
+    noise_pairs_used = probed or unprobed
+    noise_mape, noise_by = _noise_floor(noise_pairs_used)
     sizes = {str(p.relative_to(root)): p.stat().st_size for p in shard_paths(root)}
     return {
         "records": len(records),
@@ -362,9 +375,13 @@ def dataset_stats(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
         "records_with_kernel_labels": sum(r.get("kernels_ms") is not None for r in records),
         "failures": len(failures),
         "failures_by_stage": dict(Counter(f["stage"] for f in failures)),
-        "noise_floor_mape": float(np.mean(noise) * 100) if noise else None,
-        "noise_floor_records": len(noise),
-        "noise_floor_by_build_threads": {k: float(np.mean(v) * 100) for k, v in noise_by.items()},
+        "noise_floor_mape": noise_mape,
+        "noise_floor_records": len(noise_pairs_used),
+        "noise_floor_by_build_threads": noise_by,
+        "noise_floor_protocol": "speed-probe" if probed else "load-guard",
+        "noise_floor_unprobed_mape": _noise_floor(unprobed)[0],
+        "noise_floor_unprobed_records": len(unprobed),
+        "records_probed": sum(_probed(r) for r in records),
         "latency_ms_min": float(min(lat)) if lat else None,
         "latency_ms_max": float(max(lat)) if lat else None,
         "per_family": dict(sorted(per_family.items())),

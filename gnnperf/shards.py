@@ -11,6 +11,9 @@ Three line kinds share a shard:
   counts of one (model, ISA, build) share one copy;
 - ``record``: one label, a (model, hardware, build) key, pointing at its graph;
 - ``failure``: a (model, hardware, build) key that could not be measured, and why.
+
+A key measured again (``gnnperf collect --redo-noisy``) gets a second ``record``
+line; :func:`latest_records` keeps the newest one.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import hashlib
 import json
 import os
 import warnings
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -74,10 +77,25 @@ def shard_paths(root: str | os.PathLike[str]) -> list[Path]:
     return sorted(p for p in root.rglob(SHARD_GLOB) if not p.name.startswith("."))
 
 
-def iter_lines(root: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
-    """Verified lines of every shard under ``root`` (sorted by path)."""
+def iter_lines(root: str | os.PathLike[str], kinds: Collection[str] | None = None
+               ) -> Iterator[dict[str, Any]]:
+    """Verified lines of every shard under ``root`` (sorted by path), of ``kinds`` only."""
     for path in shard_paths(root):
-        yield from iter_shard(path)
+        for obj in iter_shard(path):
+            if kinds is None or obj.get("kind") in kinds:
+                yield obj
+
+
+def latest_records(root: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The newest ``record`` of each key, in the order keys were first recorded."""
+    first_seen: dict[str, int] = {}
+    newest: dict[str, dict[str, Any]] = {}
+    for obj in iter_lines(root, kinds=("record",)):
+        key = obj["key"]
+        first_seen.setdefault(key, len(first_seen))
+        if key not in newest or obj.get("created_at", 0) >= newest[key].get("created_at", 0):
+            newest[key] = obj
+    return sorted(newest.values(), key=lambda r: first_seen[r["key"]])
 
 
 class ShardWriter:

@@ -14,7 +14,7 @@ import pytest
 
 from gnnperf.collect import done_keys, parse_hw_list
 from gnnperf.errors import HardwareError
-from gnnperf.shards import ShardWriter, checksum, iter_lines, shard_paths
+from gnnperf.shards import ShardWriter, checksum, iter_lines, latest_records, shard_paths
 
 ARGS = ["--families", "squeezenet,nb201", "--count", "2", "--hw", "x86-64-v3:1",
         "--build", "default", "--repeat", "3", "--quiet-timeout", "2",
@@ -122,3 +122,24 @@ def test_one_writer_per_shard_prefix(tmp_path: Path) -> None:
     with ShardWriter(tmp_path, "t") as again:  # free once the first one is done
         again.append({"kind": "record", "key": "b"})
     assert [o["key"] for o in iter_lines(tmp_path)] == ["a", "b"]
+
+
+def test_a_redone_key_supersedes_its_noisy_record(tmp_path: Path) -> None:
+    writer = ShardWriter(tmp_path, "shard-t")
+    old = {"kind": "record", "key": "m|hw|b", "created_at": 1.0, "whole": {"median_ms": 2.0}}
+    writer.append(old)
+    writer.append({"kind": "record", "key": "n|hw|b", "created_at": 2.0, "slowdown": 1.01,
+                   "whole": {"median_ms": 1.0, "cv": 0.01}, "other_load": 0.0})
+    loaded = {"kind": "record", "key": "l|hw|b", "created_at": 2.0, "slowdown": 1.01,
+              "whole": {"median_ms": 1.0, "cv": 0.01}, "other_load": 0.5}
+    writer.append(loaded)
+    writer.append({"kind": "failure", "key": "f|hw|b"})
+    assert done_keys(tmp_path) == {"m|hw|b", "n|hw|b", "l|hw|b", "f|hw|b"}
+    assert done_keys(tmp_path, redo_noisy=True) == {"n|hw|b", "f|hw|b"}
+    writer.append({**old, "created_at": 3.0, "slowdown": 1.02, "whole": {"median_ms": 1.5}})
+    writer.close()
+    assert done_keys(tmp_path, redo_noisy=True) == {"m|hw|b", "n|hw|b", "f|hw|b"}
+    latest = latest_records(tmp_path)
+    assert [r["key"] for r in latest] == ["m|hw|b", "n|hw|b", "l|hw|b"]  # first-recorded order
+    assert latest[0]["whole"]["median_ms"] == 1.5
+    assert len(list(iter_lines(tmp_path, kinds=("record",)))) == 4

@@ -94,6 +94,9 @@ def test_stats_and_noise_floor(small_root: Path, tmp_path: Path) -> None:
     assert stats["noise_floor_records"] == 3
     assert stats["noise_floor_mape"] is not None and stats["noise_floor_mape"] >= 0
     assert stats["noise_floor_by_build_threads"]
+    # both measurements ran under the speed probe, so they define the current floor
+    assert stats["noise_floor_protocol"] == "speed-probe"
+    assert stats["records_probed"] == stats["records"]
 
 
 def test_missing_dataset_is_a_clear_error(tmp_path: Path) -> None:
