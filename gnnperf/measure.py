@@ -19,10 +19,11 @@ Method (what every label in the dataset means):
   when the spread (CV) or the load is too high, keeping the best attempt.
 - **Quiet host.** A VM's CPUs slow down 1.3-2x for seconds at a time when the host
   is busy, which no load figure inside the guest shows. A :class:`SpeedProbe`
-  times a fixed workload on each CPU right before and after every timing; when it
-  runs more than ``max_slowdown`` times slower than its best, the timing is
-  repeated after a pause (the least disturbed try is kept and its slowdown stored).
-  One-thread workers pin themselves to the quieter CPU for each timing.
+  times a fixed workload on each CPU before and after every timing. A timing starts
+  once the probe runs at most ``max_slowdown`` times slower than its best (polled,
+  up to ``slow_wait_s``) and is repeated when the probe after it is slow; the least
+  disturbed try is kept and its slowdown stored. One-thread workers pin themselves to
+  the quieter CPU for each timing.
 - **Remote.** The same library is uploaded to a TVM RPC server found through a
   tracker (``HOST:PORT:KEY``); the server's own ``TVM_NUM_THREADS`` sets threads.
 """
@@ -68,9 +69,9 @@ class MeasureSettings:
     quiet_timeout_s: float = 120.0
     timeout_s: float = 600.0
     max_slowdown: float = 1.15
-    slow_retries: int = 8
+    slow_retries: int = 4
     kernel_slow_retries: int = 3
-    slow_wait_s: float = 1.0
+    slow_wait_s: float = 10.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -311,10 +312,24 @@ class SpeedProbe:
             time.sleep(pause_s)
 
 
+def wait_for_quiet_host(probe: SpeedProbe, max_slowdown: float, timeout_s: float,
+                        any_cpu: bool = False, poll_s: float = 0.05) -> dict[int, float]:
+    """Poll the probe until every CPU (or, with ``any_cpu``, one CPU) runs at most
+    ``max_slowdown`` slower than its best, or ``timeout_s`` passes; the last reading."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        reading = probe.slowdowns()
+        worst = min(reading.values()) if any_cpu else max(reading.values())
+        if worst <= max_slowdown or time.monotonic() >= deadline:
+            return reading
+        time.sleep(poll_s)
+
+
 def timed_on_quiet_host(fn: Callable[[], T], probe: SpeedProbe, max_slowdown: float,
                         retries: int, wait_s: float, pin: bool = False
                         ) -> tuple[T, float, int]:
-    """Run ``fn`` between two probes until neither shows a slowdown above ``max_slowdown``.
+    """Run ``fn`` on a quiet host: wait (up to ``wait_s``) for the probe to show no
+    slowdown above ``max_slowdown``, run, probe again; repeat a disturbed try.
 
     Returns (result, slowdown, tries) of the least disturbed try. With ``pin`` the
     calling thread runs ``fn`` on the quietest CPU (for one-thread measurements).
@@ -322,7 +337,7 @@ def timed_on_quiet_host(fn: Callable[[], T], probe: SpeedProbe, max_slowdown: fl
     best: tuple[T, float] | None = None
     tries = 0
     for tries in range(1, retries + 2):  # noqa: B007  (the count is returned)
-        before = probe.slowdowns()
+        before = wait_for_quiet_host(probe, max_slowdown, wait_s, any_cpu=pin)
         cpus = [min(before, key=lambda c: before[c])] if pin else list(before)
         saved = os.sched_getaffinity(0)
         if pin:
@@ -338,7 +353,6 @@ def timed_on_quiet_host(fn: Callable[[], T], probe: SpeedProbe, max_slowdown: fl
             best = (result, slowdown)
         if slowdown <= max_slowdown:
             break
-        time.sleep(wait_s)
     assert best is not None
     return best[0], round(best[1], 4), tries
 

@@ -204,16 +204,19 @@ class _ScriptedProbe(SpeedProbe):
         return {cpu: value for cpu in (cpus if cpus is not None else self.cpus)}
 
 
-def test_timed_on_quiet_host_retries_until_the_probe_is_quiet() -> None:
+def test_timed_on_quiet_host_waits_for_quiet_and_repeats_a_disturbed_try() -> None:
     calls = []
-    # before/after pairs: disturbed (1.6/1.0), disturbed (1.0/1.3), quiet (1.05/1.02)
-    probe = _ScriptedProbe([1.6, 1.0, 1.0, 1.3, 1.05, 1.02])
+    # wait: 1.6 (slow, poll again), 1.0 → run → after 1.3 (disturbed);
+    # wait: 1.05 → run → after 1.02 (quiet)
+    probe = _ScriptedProbe([1.6, 1.0, 1.3, 1.05, 1.02])
     result, slowdown, tries = timed_on_quiet_host(
-        lambda: calls.append(1) or len(calls), probe, 1.15, retries=5, wait_s=0.0)
-    assert (result, slowdown, tries) == (3, 1.05, 3)
+        lambda: calls.append(1) or len(calls), probe, 1.15, retries=5, wait_s=5.0)
+    assert (result, slowdown, tries) == (2, 1.05, 2)
+    assert probe.readings == []
 
 
 def test_timed_on_quiet_host_keeps_the_least_disturbed_try() -> None:
+    # wait_s=0: every try runs after one reading; none is quiet
     probe = _ScriptedProbe([1.5, 1.5, 1.2, 1.3, 1.9, 1.0])
     counter = iter(range(10))
     result, slowdown, tries = timed_on_quiet_host(lambda: next(counter), probe, 1.15,
