@@ -40,6 +40,7 @@ class BenchConfig:
     hidden: int = 96
     layers: int = 3
     max_minutes: float = 1.5
+    ensemble: int = 1  # members per GNN (the shipped checkpoint has more; see train.py)
     families: int | None = None  # leave-family-out: how many families (None: all)
     hw_holdouts: int | None = None
 
@@ -72,7 +73,7 @@ def _run_instance(ds: LatencyDataset, ds_onnx: LatencyDataset, split: str, holdo
     for name, dataset, overrides in variants:
         tcfg = TrainConfig(split=split, holdout=holdout, seed=seed, epochs=cfg.epochs,
                            patience=cfg.patience, hidden=cfg.hidden, layers=cfg.layers,
-                           max_minutes=cfg.max_minutes, **overrides)
+                           max_minutes=cfg.max_minutes, ensemble=cfg.ensemble, **overrides)
         result = train_model(dataset, tcfg, progress=False)
         assert result.indices["test"] == test_idx
         assert result.test_pred_ms is not None

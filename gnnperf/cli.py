@@ -194,15 +194,16 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     cfg = TrainConfig(split=args.split, holdout=args.holdout, epochs=args.epochs,
                       patience=args.patience, aux_weight=args.aux_weight, use_hw=not args.no_hw,
-                      seed=args.seed, device=args.device, max_minutes=args.max_minutes)
+                      seed=args.seed, device=args.device, max_minutes=args.max_minutes,
+                      ensemble=args.ensemble, hidden=args.hidden, layers=args.layers)
     dataset = LatencyDataset(args.root)
     result = train_model(dataset, cfg)
     path = save_checkpoint(result, cfg, dataset, args.out)
     m = result.metrics
     t = m["test"]
     print(f"dataset {dataset.fingerprint}: {m['train_graphs']} train / {m['val_graphs']} val / "
-          f"{m['test_graphs']} test graphs, best epoch {m['best_epoch']} of {m['epochs_run']} "
-          f"({m['train_minutes']:.1f} min)")
+          f"{m['test_graphs']} test graphs, {m['members']} member(s), best epochs "
+          f"{m['best_epochs']}, {m['epochs_run']} epochs in {m['train_minutes']:.1f} min")
     print(f"test ({cfg.split}{'/' + cfg.holdout if cfg.holdout else ''}): MAPE {t['mape']:.2f}%  "
           f"RMSPE {t['rmspe']:.2f}%  Acc@5% {t['acc5']:.1f}%  Acc@10% {t['acc10']:.1f}%  "
           f"Spearman {t.get('spearman', float('nan')):.3f}  "
@@ -247,17 +248,26 @@ def cmd_hw(args: argparse.Namespace) -> int:
 
 
 def add_train_args(p: argparse.ArgumentParser) -> None:
+    from .training import TrainConfig
+
+    d = TrainConfig()
     p.add_argument("--root", type=Path, default=None, help="dataset folder (default: shipped)")
-    p.add_argument("--split", default="random",
+    p.add_argument("--split", default=d.split,
                    choices=["random", "leave-family-out", "leave-hw-out", "real-architectures"])
     p.add_argument("--holdout", default=None, help="family or hw id held out by the split")
-    p.add_argument("--epochs", type=int, default=200)
-    p.add_argument("--patience", type=int, default=30)
-    p.add_argument("--aux-weight", type=float, default=0.3, help="per-kernel loss weight")
+    p.add_argument("--epochs", type=int, default=d.epochs)
+    p.add_argument("--patience", type=int, default=d.patience)
+    p.add_argument("--aux-weight", type=float, default=d.aux_weight,
+                   help="per-kernel loss weight (0: no auxiliary loss)")
+    p.add_argument("--ensemble", type=int, default=d.ensemble,
+                   help="members of the deep ensemble")
+    p.add_argument("--hidden", type=int, default=d.hidden)
+    p.add_argument("--layers", type=int, default=d.layers)
     p.add_argument("--no-hw", action="store_true", help="ablation: hide hardware features")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--max-minutes", type=float, default=18.0)
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--device", default=d.device)
+    p.add_argument("--max-minutes", type=float, default=d.max_minutes,
+                   help="wall-clock budget for all members together")
     p.add_argument("--out", type=Path, default=Path("checkpoints"))
 
 

@@ -15,6 +15,9 @@ Design (why each piece is there):
 - **Whole-model head.** Log-latency is regressed directly from the readout (not a
   sum of node outputs), with a second output for the log of its standard deviation,
   which gives the prediction interval.
+- **Deep ensemble.** :class:`EnsembleGNN` averages members trained from different
+  seeds; the spread of their means is added to their own variance, so the interval
+  widens where the members disagree (inputs unlike the training data).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ class ModelConfig:
     layers: int = 4
     dropout: float = 0.0
     use_hw: bool = True
+    members: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -133,3 +137,23 @@ class LatencyGNN(nn.Module):
         mu = self.additive_weight * log_kernel_sum + out[:, 0]
         log_sigma = out[:, 1].clamp(-7.0, 3.0)
         return GNNOutput(mu=mu, log_sigma=log_sigma, kernel_mu=kernel_mu)
+
+
+class EnsembleGNN(nn.Module):
+    """Members of one configuration, combined as a Gaussian mixture's mean and spread."""
+
+    def __init__(self, config: ModelConfig, members: list[LatencyGNN] | None = None) -> None:
+        super().__init__()
+        self.config = config
+        self.members = nn.ModuleList(
+            members if members is not None
+            else [LatencyGNN(config) for _ in range(max(1, config.members))])
+
+    def forward(self, data: Data | Batch) -> GNNOutput:
+        outs = [m(data) for m in self.members]
+        mus = torch.stack([o.mu for o in outs])
+        mu = mus.mean(0)
+        variance = torch.stack([(2 * o.log_sigma).exp() for o in outs]).mean(0)
+        variance = variance + mus.var(0, unbiased=False)
+        kernel_mu = torch.stack([o.kernel_mu for o in outs]).mean(0)
+        return GNNOutput(mu=mu, log_sigma=0.5 * variance.log(), kernel_mu=kernel_mu)

@@ -27,7 +27,7 @@ from .features import KernelGraph, extract_graph
 from .hardware import FEATURE_NAMES as HW_FEATURE_NAMES
 from .hardware import HardwareSpec
 from .lowering import lower_onnx
-from .model import LatencyGNN
+from .model import EnsembleGNN
 from .training import interval_ms, load_checkpoint, model_from_checkpoint
 
 DEFAULT_CHECKPOINT = Path(__file__).resolve().parent.parent / "checkpoints" / "gnnperf.pt"
@@ -69,7 +69,7 @@ class Predictor:
     def __init__(self, checkpoint: str | os.PathLike[str] | None = None) -> None:
         path = Path(checkpoint) if checkpoint is not None else default_checkpoint()
         self.payload = load_checkpoint(path)
-        self.model: LatencyGNN
+        self.model: EnsembleGNN
         self.model, self.scaler = model_from_checkpoint(self.payload)
         self.sigma_scale = float(self.payload["sigma_scale"])
         self.coverage = float(self.payload["interval_coverage"])

@@ -29,8 +29,10 @@ from .atomic import atomic_path, write_text
 from .data import FeatureScaler, LatencyDataset, feature_names, split_indices
 from .errors import CheckpointError, GnnperfError, one_line
 from .hardware import FEATURE_NAMES as HW_FEATURE_NAMES
-from .model import LatencyGNN, ModelConfig
+from .model import EnsembleGNN, LatencyGNN, ModelConfig
 
+#: Version of the checkpoint layout (2: an ensemble of members).
+CHECKPOINT_FORMAT = 2
 #: Nominal coverage of the reported prediction interval.
 INTERVAL_COVERAGE = 0.9
 INTERVAL_Z = float(sps.norm.ppf(0.5 + INTERVAL_COVERAGE / 2))
@@ -61,6 +63,7 @@ class TrainConfig:
     val_frac: float = 0.1
     test_frac: float = 0.15
     max_minutes: float = 18.0
+    ensemble: int = 3
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -101,7 +104,8 @@ class Predictions:
 
 
 @torch.no_grad()
-def predict_loader(model: LatencyGNN, loader: DataLoader, device: str = "cpu") -> Predictions:
+def predict_loader(model: LatencyGNN | EnsembleGNN, loader: DataLoader, device: str = "cpu"
+                   ) -> Predictions:
     model.eval()
     mus, sigmas, ys = [], [], []
     for batch in loader:
@@ -114,7 +118,7 @@ def predict_loader(model: LatencyGNN, loader: DataLoader, device: str = "cpu") -
                        torch.cat(ys).numpy())
 
 
-def _loss(model: LatencyGNN, batch: Any, aux_weight: float) -> torch.Tensor:
+def _loss(model: LatencyGNN | EnsembleGNN, batch: Any, aux_weight: float) -> torch.Tensor:
     out = model(batch)
     y = batch.y.view(-1)
     mse = torch.mean((out.mu - y) ** 2)
@@ -130,7 +134,7 @@ def _loss(model: LatencyGNN, batch: Any, aux_weight: float) -> torch.Tensor:
 
 @dataclass
 class TrainResult:
-    model: LatencyGNN
+    model: EnsembleGNN
     scaler: FeatureScaler
     sigma_scale: float
     metrics: dict[str, Any]
@@ -140,31 +144,20 @@ class TrainResult:
     test_predict_s: float = 0.0
 
 
-def train_model(dataset: LatencyDataset, cfg: TrainConfig, progress: bool = True) -> TrainResult:
-    """Fit on the training split, pick the epoch by validation MAPE, report on test."""
-    seed_everything(cfg.seed)
-    train_idx, val_idx, test_idx = split_indices(
-        dataset, cfg.split, seed=cfg.seed, val_frac=cfg.val_frac, test_frac=cfg.test_frac,
-        holdout=cfg.holdout)
-    raw_train = [dataset[i] for i in train_idx]
-    scaler = FeatureScaler.fit(raw_train)
-    train_set = [scaler(d) for d in raw_train]
-    val_set = [scaler(dataset[i]) for i in val_idx]
-    test_set = [scaler(dataset[i]) for i in test_idx]
-    gen = torch.Generator().manual_seed(cfg.seed)
+def _fit_member(mcfg: ModelConfig, cfg: TrainConfig, train_set: list[Any],
+                val_loader: DataLoader, seed: int, minutes: float, progress: bool,
+                desc: str) -> tuple[LatencyGNN, list[dict[str, float]]]:
+    """One network: AdamW with cosine decay; the epoch with the best validation MAPE."""
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)
     train_loader = DataLoader(train_set, batch_size=cfg.batch_size, shuffle=True, generator=gen)
-    val_loader = DataLoader(val_set, batch_size=256)
-    test_loader = DataLoader(test_set, batch_size=256)
-    mcfg = ModelConfig(in_dim=train_set[0].x.shape[1], hw_dim=len(HW_FEATURE_NAMES),
-                       hidden=cfg.hidden, layers=cfg.layers, dropout=cfg.dropout,
-                       use_hw=cfg.use_hw)
     model = LatencyGNN(mcfg).to(cfg.device)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=cfg.epochs, eta_min=cfg.lr / 50)
     best_state, best_val, bad_epochs = None, math.inf, 0
     history: list[dict[str, float]] = []
     start = time.time()
-    bar = tqdm(range(cfg.epochs), desc="train", unit="epoch", disable=not progress)
+    bar = tqdm(range(cfg.epochs), desc=desc, unit="epoch", disable=not progress)
     for epoch in bar:
         model.train()
         total, count = 0.0, 0
@@ -188,12 +181,43 @@ def train_model(dataset: LatencyDataset, cfg: TrainConfig, progress: bool = True
             best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
         else:
             bad_epochs += 1
-        if bad_epochs >= cfg.patience or (time.time() - start) / 60 > cfg.max_minutes:
+        if bad_epochs >= cfg.patience or (time.time() - start) / 60 > minutes:
             break
     bar.close()
     if best_state is None:
         raise GnnperfError("training diverged: validation MAPE was never finite")
     model.load_state_dict(best_state)
+    return model, history
+
+
+def train_model(dataset: LatencyDataset, cfg: TrainConfig, progress: bool = True) -> TrainResult:
+    """Fit on the training split, pick each member's epoch by validation MAPE, report on test."""
+    seed_everything(cfg.seed)
+    train_idx, val_idx, test_idx = split_indices(
+        dataset, cfg.split, seed=cfg.seed, val_frac=cfg.val_frac, test_frac=cfg.test_frac,
+        holdout=cfg.holdout)
+    raw_train = [dataset[i] for i in train_idx]
+    scaler = FeatureScaler.fit(raw_train)
+    train_set = [scaler(d) for d in raw_train]
+    val_set = [scaler(dataset[i]) for i in val_idx]
+    test_set = [scaler(dataset[i]) for i in test_idx]
+    val_loader = DataLoader(val_set, batch_size=256)
+    test_loader = DataLoader(test_set, batch_size=256)
+    members = max(1, cfg.ensemble)
+    mcfg = ModelConfig(in_dim=train_set[0].x.shape[1], hw_dim=len(HW_FEATURE_NAMES),
+                       hidden=cfg.hidden, layers=cfg.layers, dropout=cfg.dropout,
+                       use_hw=cfg.use_hw, members=members)
+    start = time.time()
+    nets: list[LatencyGNN] = []
+    history: list[dict[str, float]] = []
+    for k in range(members):
+        left = cfg.max_minutes - (time.time() - start) / 60
+        net, hist = _fit_member(mcfg, cfg, train_set, val_loader, seed=cfg.seed * 1000 + k,
+                                minutes=left / (members - k), progress=progress,
+                                desc=f"train {k + 1}/{members}" if members > 1 else "train")
+        nets.append(net)
+        history += [{**h, "member": k} for h in hist]
+    model = EnsembleGNN(mcfg, nets)
     val = predict_loader(model, val_loader, cfg.device)
     # widen/narrow sigma so that the nominal coverage holds on validation
     z = np.abs(val.y - val.mu) / np.maximum(val.sigma, 1e-6)
@@ -210,8 +234,10 @@ def train_model(dataset: LatencyDataset, cfg: TrainConfig, progress: bool = True
         "test": metrics(test.ms(), true),
         "test_interval_coverage": float(np.mean((true >= low) & (true <= high)) * 100),
         "interval_nominal_coverage": INTERVAL_COVERAGE * 100,
+        "members": members,
         "epochs_run": len(history),
-        "best_epoch": int(np.argmin([h["val_mape"] for h in history])),
+        "best_epochs": [int(np.argmin([h["val_mape"] for h in history if h["member"] == k]))
+                        for k in range(members)],
         "train_minutes": (time.time() - start) / 60,
         "train_graphs": len(train_set),
         "val_graphs": len(val_set),
@@ -239,7 +265,7 @@ def save_checkpoint(result: TrainResult, cfg: TrainConfig, dataset: LatencyDatas
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     payload = {
-        "format": 1,
+        "format": CHECKPOINT_FORMAT,
         "model_config": result.model.config.to_dict(),
         "train_config": cfg.to_dict(),
         "state_dict": {k: v.to(torch.float32) for k, v in result.model.state_dict().items()},
@@ -270,16 +296,19 @@ def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
         payload = torch.load(path, map_location="cpu", weights_only=False)
     except Exception as exc:
         raise CheckpointError(f"checkpoint {path} is unreadable: {exc}") from None
-    if not isinstance(payload, dict) or payload.get("format") != 1:
+    if not isinstance(payload, dict) or "format" not in payload:
         raise CheckpointError(f"{path} is not a gnnperf checkpoint")
+    if payload["format"] != CHECKPOINT_FORMAT:
+        raise CheckpointError(f"checkpoint {path} has format {payload['format']}, this gnnperf "
+                              f"reads {CHECKPOINT_FORMAT}; retrain it")
     if payload.get("feature_names") != feature_names():
         raise CheckpointError(f"checkpoint {path} was trained on other features; retrain it")
     return payload
 
 
-def model_from_checkpoint(payload: dict[str, Any]) -> tuple[LatencyGNN, FeatureScaler]:
+def model_from_checkpoint(payload: dict[str, Any]) -> tuple[EnsembleGNN, FeatureScaler]:
     try:
-        model = LatencyGNN(ModelConfig(**payload["model_config"]))
+        model = EnsembleGNN(ModelConfig(**payload["model_config"]))
         model.load_state_dict(payload["state_dict"])
         scaler = FeatureScaler.from_state_dict(payload["scaler"])
     except (KeyError, TypeError, RuntimeError) as exc:

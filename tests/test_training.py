@@ -10,13 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from torch_geometric.data import Batch
 
 from gnnperf.data import LatencyDataset
 from gnnperf.errors import CheckpointError
 from gnnperf.features import extract_graph
 from gnnperf.hardware import HardwareSpec
 from gnnperf.lowering import lower_onnx
-from gnnperf.model import LatencyGNN, ModelConfig
+from gnnperf.model import EnsembleGNN, LatencyGNN, ModelConfig
 from gnnperf.predict import OutOfDistributionWarning, Predictor, predict, predict_many
 from gnnperf.training import (
     TrainConfig,
@@ -27,14 +28,15 @@ from gnnperf.training import (
 )
 
 FAST = dict(epochs=4, patience=4, hidden=32, layers=2, batch_size=4, val_frac=0.25,
-            test_frac=0.25)
+            test_frac=0.25, ensemble=1)
 
 
 @pytest.fixture(scope="module")
 def trained(small_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     ds = LatencyDataset(small_root)
-    cfg = TrainConfig(**FAST)
+    cfg = TrainConfig(**{**FAST, "ensemble": 2})
     result = train_model(ds, cfg, progress=False)
+    assert result.metrics["members"] == 2 and len(result.metrics["best_epochs"]) == 2
     return save_checkpoint(result, cfg, ds, tmp_path_factory.mktemp("ckpt"))
 
 
@@ -48,7 +50,6 @@ def test_metrics_definitions() -> None:
 
 def test_model_outputs_per_graph_and_per_node(small_root: Path) -> None:
     ds = LatencyDataset(small_root)
-    from torch_geometric.data import Batch
 
     batch = Batch.from_data_list([ds[0], ds[1]])
     model = LatencyGNN(ModelConfig(in_dim=ds[0].x.shape[1], hw_dim=12, hidden=16, layers=1))
@@ -62,6 +63,21 @@ def test_model_outputs_per_graph_and_per_node(small_root: Path) -> None:
     changed.x[:, -12:] += 5.0
     assert torch.allclose(blind(batch).mu, blind(changed).mu)
     assert not torch.allclose(model(batch).mu, model(changed).mu)
+
+
+def test_ensemble_adds_member_disagreement_to_its_spread(small_root: Path) -> None:
+    ds = LatencyDataset(small_root)
+    cfg = ModelConfig(in_dim=ds[0].x.shape[1], hw_dim=12, hidden=16, layers=1, members=2)
+    torch.manual_seed(0)
+    ens = EnsembleGNN(cfg)
+    batch = Batch.from_data_list([ds[0], ds[1]])
+    with torch.no_grad():
+        a, b = (m(batch) for m in ens.members)
+        out = ens(batch)
+    assert torch.allclose(out.mu, (a.mu + b.mu) / 2)
+    own = ((2 * a.log_sigma).exp() + (2 * b.log_sigma).exp()) / 2
+    spread = ((a.mu - b.mu) / 2) ** 2
+    assert torch.allclose((2 * out.log_sigma).exp(), own + spread, rtol=1e-4)
 
 
 def test_training_is_deterministic_and_reports(small_root: Path) -> None:
@@ -128,6 +144,9 @@ def test_bad_checkpoints(tmp_path: Path) -> None:
     junk.write_bytes(b"not a checkpoint")
     with pytest.raises(CheckpointError):
         load_checkpoint(junk)
-    torch.save({"format": 99}, tmp_path / "other.pt")
+    torch.save({"weights": 1}, tmp_path / "other.pt")
     with pytest.raises(CheckpointError, match="not a gnnperf checkpoint"):
         load_checkpoint(tmp_path / "other.pt")
+    torch.save({"format": 99}, tmp_path / "future.pt")
+    with pytest.raises(CheckpointError, match="format 99"):
+        load_checkpoint(tmp_path / "future.pt")
