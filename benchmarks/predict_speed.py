@@ -1,0 +1,126 @@
+"""Prediction speed: gnnperf.predict cold and warm against compile + measure, and
+predict_many throughput.
+
+Model: the ResNet-18 of ``benchmarks/foundation.py`` (224 px, batch 1). Hardware and
+build: this machine at x86-64-v3 with 2 threads, ``sampled:0``.
+
+- **cold**: a fresh Python process that imports gnnperf, loads the checkpoint, lowers
+  the ONNX model and predicts (the time a command-line user waits);
+- **first call**: the first ``predict`` in a process that already imported gnnperf;
+- **warm**: later calls (median of 5), the checkpoint already loaded;
+- **compile + measure**: what the prediction replaces: lowering, compiling and one
+  whole-model measurement with the collector's settings;
+- **predict_many**: batches of already-lowered zoo graphs, GNN only, and end to end
+  from ONNX (lowering included).
+
+    python benchmarks/predict_speed.py [--checkpoint checkpoints/gnnperf.pt] [--out FILE.json]
+
+Measure on a quiet machine: no collector, tests or training at the same time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from foundation import ResNet18  # noqa: E402
+
+from gnnperf import zoo  # noqa: E402
+from gnnperf.atomic import write_text  # noqa: E402
+from gnnperf.hardware import HardwareSpec  # noqa: E402
+from gnnperf.lowering import compile_lowered, export_executable, lower_onnx  # noqa: E402
+from gnnperf.measure import MeasureSettings, make_inputs, measure_library  # noqa: E402
+from gnnperf.predict import lower_for_prediction, predict, predict_many  # noqa: E402
+
+HW = "local/x86-64-v3/2t"
+BUILD = "sampled:0"
+
+
+def _export_resnet18(path: Path) -> None:
+    torch.manual_seed(0)
+    model = ResNet18().eval()
+    torch.onnx.export(model, (torch.randn(1, 3, 224, 224),), str(path), opset_version=17,
+                      input_names=["x"], dynamo=False)
+
+
+def _cold_seconds(onnx_path: Path, checkpoint: str | None) -> float:
+    code = (
+        "import time, warnings; t = time.perf_counter(); import gnnperf; "
+        "warnings.simplefilter('ignore'); "
+        f"gnnperf.predict({str(onnx_path)!r}, {HW!r}, build={BUILD!r}, "
+        f"checkpoint={checkpoint!r}); print(time.perf_counter() - t)"
+    )
+    start = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    process_s = time.perf_counter() - start
+    return max(process_s, float(out.stdout.strip().splitlines()[-1]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--checkpoint", default=None)
+    parser.add_argument("--graphs", type=int, default=64, help="graphs for predict_many")
+    parser.add_argument("--out", type=Path, default=Path(__file__).with_name("predict_speed.json"))
+    args = parser.parse_args()
+    warnings.simplefilter("ignore")
+    figures: dict[str, float | int | str] = {"hw": HW, "build": BUILD, "model": "ResNet-18 224px"}
+    with tempfile.TemporaryDirectory() as tmp:
+        onnx_path = Path(tmp) / "resnet18.onnx"
+        _export_resnet18(onnx_path)
+        figures["cold_s"] = _cold_seconds(onnx_path, args.checkpoint)
+        start = time.perf_counter()
+        first = predict(onnx_path, HW, build=BUILD, checkpoint=args.checkpoint)
+        figures["first_call_s"] = time.perf_counter() - start
+        warm = []
+        for _ in range(5):
+            start = time.perf_counter()
+            predict(onnx_path, HW, build=BUILD, checkpoint=args.checkpoint)
+            warm.append(time.perf_counter() - start)
+        figures["warm_s"] = statistics.median(warm)
+        figures["predicted_ms"] = first.latency_ms
+        figures["interval_ms"] = f"{first.low_ms:.1f}..{first.high_ms:.1f}"
+
+        hw = HardwareSpec.coerce(HW)
+        start = time.perf_counter()
+        lowered = lower_onnx(onnx_path, hw, BUILD)
+        lib = export_executable(compile_lowered(lowered), Path(tmp) / "model.so")
+        figures["compile_s"] = time.perf_counter() - start
+        start = time.perf_counter()
+        m = measure_library(lib, make_inputs(lowered.inputs), hw.threads,
+                            settings=MeasureSettings(quiet_timeout_s=120))
+        figures["measure_s"] = time.perf_counter() - start
+        figures["measured_ms"] = m.whole.median_ms
+        figures["compile_measure_over_warm"] = (
+            (figures["compile_s"] + figures["measure_s"]) / figures["warm_s"])
+
+        specs = [zoo.sample_spec(f, s) for s in range(100, 100 + args.graphs)
+                 for f in ("mobilenet", "resnet", "vit", "bert")][: args.graphs]
+        models = [zoo.export_onnx(spec) for spec in specs]
+        start = time.perf_counter()
+        graphs = [lower_for_prediction(mod, hw, BUILD) for mod in models]
+        lower_s = time.perf_counter() - start
+        predict_many(graphs[:2], hw, build=BUILD, checkpoint=args.checkpoint)  # load once
+        start = time.perf_counter()
+        predict_many(graphs, hw, build=BUILD, checkpoint=args.checkpoint)
+        gnn_s = time.perf_counter() - start
+        figures["predict_many_graphs"] = len(graphs)
+        figures["predict_many_gnn_graphs_per_s"] = len(graphs) / gnn_s
+        figures["predict_many_end_to_end_graphs_per_s"] = len(graphs) / (gnn_s + lower_s)
+    for key, value in figures.items():
+        print(f"{key:40s} {value:.4g}" if isinstance(value, float) else f"{key:40s} {value}")
+    write_text(args.out, json.dumps(figures, indent=1))
+
+
+if __name__ == "__main__":
+    main()
