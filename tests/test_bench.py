@@ -12,7 +12,7 @@ import torch
 from torch_geometric.data import Data
 
 from gnnperf.baselines import Roofline, critical_path_ms, roofline_kernel_ms
-from gnnperf.bench import QUICK, run
+from gnnperf.bench import QUICK, run, targets
 from gnnperf.data import feature_names
 
 METHODS = {"gnn", "gnn_no_aux", "gnn_no_hw", "gnn_onnx_graph", "measured_kernel_sum",
@@ -62,4 +62,28 @@ def test_quick_benchmark_writes_the_report(small_root: Path, tmp_path: Path) -> 
     assert "leave_hw_out" in data["splits"]
     for png in ("scatter_random.png", "error_cdf_random.png", "per_family_lofo.png"):
         assert (tmp_path / png).stat().st_size > 1000
-    assert "| gnn |" in (tmp_path / "report.md").read_text()
+    md = (tmp_path / "report.md").read_text()
+    assert "| gnn |" in md and "## Targets" in md and "MAPE per held-out family" in md
+    met = {(t["split"], t["target"]): t["met"] for t in data["targets"]}
+    assert ("random", "gnn MAPE <= 1.2 x measured_kernel_sum") in met
+    assert ("leave_family_out", "gnn worst-family MAPE < 15%") in met
+
+
+def test_targets_compare_the_gnn_with_the_baselines() -> None:
+    def row(mape: float, worst: float | None = None) -> dict[str, float]:
+        return {"mape": mape, **({"mape_worst": worst} if worst is not None else {})}
+
+    report = {"noise_floor_mape": 10.0, "splits": {
+        "random": {"gnn": row(11.0), "measured_kernel_sum": row(10.0),
+                   "learned_kernel_sum": row(30.0), "roofline": row(40.0),
+                   "critical_path": row(20.0)},
+        "leave_family_out": {"gnn": row(9.0, 16.0), "learned_kernel_sum": row(12.0),
+                             "roofline": row(50.0), "critical_path": row(30.0)},
+    }}
+    got = {(t["split"], t["target"]): (round(t["value"], 3), t["met"]) for t in targets(report)}
+    assert got[("random", "gnn MAPE <= 0.5 x best learned additive (critical_path)")] == (
+        0.55, False)
+    assert got[("random", "gnn MAPE <= 1.2 x measured_kernel_sum")] == (1.1, True)
+    assert got[("random", "gnn MAPE <= 1.25 x noise floor")] == (1.1, True)
+    assert got[("leave_family_out", "gnn mean MAPE < 8%")] == (9.0, False)
+    assert got[("leave_family_out", "gnn worst-family MAPE < 15%")] == (16.0, False)
