@@ -434,14 +434,16 @@ def remeasure(
 
     The noise floor is the disagreement between two independent measurements of the same
     (model, hardware, build) taken at different times; the ONNX is regenerated from the
-    recorded spec and must hash the same as the first time.
+    recorded spec and must hash the same as the first time. Records taken under the
+    speed probe are chosen when there are any, so the floor describes the current protocol.
     """
     import numpy as np
 
     root = Path(root)
     records = latest_records(root / "shards")
+    probed = [r for r in records if r.get("slowdown") is not None]
     already = done_keys(root / "noise")
-    pool = [r for r in records if r["key"] not in already]
+    pool = [r for r in (probed or records) if r["key"] not in already]
     rng = np.random.default_rng(seed)
     chosen = [pool[i] for i in rng.permutation(len(pool))[:count]]
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
