@@ -94,7 +94,9 @@ class LatencyGNN(nn.Module):
         self.layers = nn.ModuleList(
             DirectedLayer(h, config.edge_dim, config.dropout) for _ in range(config.layers)
         )
-        self.kernel_head = _mlp([h, h // 2, 1])
+        # the kernel head sees the node's own encoding beside its context, so that what a
+        # kernel costs alone is not washed out by the message passing
+        self.kernel_head = _mlp([2 * h, h, 1])
         self.attention_pool = AttentionalAggregation(gate_nn=_mlp([h, h // 2, 1]),
                                                      nn=_mlp([h, h]))
         self.graph_head = _mlp([4 * h + 2, h, h // 2, 2], config.dropout)
@@ -114,10 +116,11 @@ class LatencyGNN(nn.Module):
         if batch is None:
             batch = torch.zeros(x.shape[0], dtype=torch.long, device=x.device)
         n_graphs = int(batch.max()) + 1 if batch.numel() else 0
-        h = self.encoder(self._inputs(x))
+        h0 = self.encoder(self._inputs(x))
+        h = h0
         for layer in self.layers:
             h = layer(h, edge_index, edge_attr)
-        kernel_mu = self.kernel_head(h).squeeze(-1)
+        kernel_mu = self.kernel_head(torch.cat([h0, h], dim=-1)).squeeze(-1)
         # log Σ exp(kernel predictions) per graph, computed stably
         peak = scatter(kernel_mu, batch, dim=0, dim_size=n_graphs, reduce="max")
         total = scatter((kernel_mu - peak[batch]).exp(), batch, dim=0, dim_size=n_graphs,

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 from scipy import stats as sps
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from torch_geometric.loader import DataLoader
 from tqdm import tqdm
 
@@ -64,6 +65,7 @@ class TrainConfig:
     test_frac: float = 0.15
     max_minutes: float = 18.0
     ensemble: int = 3
+    ema: float = 0.99  # decay of the weight average that is validated and kept (0: off)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -152,6 +154,10 @@ def _fit_member(mcfg: ModelConfig, cfg: TrainConfig, train_set: list[Any],
     gen = torch.Generator().manual_seed(seed)
     train_loader = DataLoader(train_set, batch_size=cfg.batch_size, shuffle=True, generator=gen)
     model = LatencyGNN(mcfg).to(cfg.device)
+    # An exponential moving average of the weights is what gets validated and kept: the
+    # raw weights' predictions for unseen models swing by several MAPE points per epoch.
+    averaged = (AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(cfg.ema))
+                if cfg.ema > 0 else None)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=cfg.epochs, eta_min=cfg.lr / 50)
     best_state, best_val, bad_epochs = None, math.inf, 0
@@ -168,17 +174,20 @@ def _fit_member(mcfg: ModelConfig, cfg: TrainConfig, train_set: list[Any],
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
             opt.step()
+            if averaged is not None:
+                averaged.update_parameters(model)
             total += float(loss.detach()) * batch.num_graphs
             count += batch.num_graphs
         sched.step()
-        val = predict_loader(model, val_loader, cfg.device)
+        kept: LatencyGNN = averaged.module if averaged is not None else model  # type: ignore[assignment]
+        val = predict_loader(kept, val_loader, cfg.device)
         val_mape = metrics(val.ms(), np.exp(val.y))["mape"]
         history.append({"epoch": epoch, "train_loss": total / max(count, 1),
                         "val_mape": val_mape})
         bar.set_postfix(loss=f"{total / max(count, 1):.4f}", val_mape=f"{val_mape:.2f}%")
         if val_mape < best_val - 1e-6:
             best_val, bad_epochs = val_mape, 0
-            best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            best_state = {k: v.detach().clone() for k, v in kept.state_dict().items()}
         else:
             bad_epochs += 1
         if bad_epochs >= cfg.patience or (time.time() - start) / 60 > minutes:
