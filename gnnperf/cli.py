@@ -195,7 +195,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     cfg = TrainConfig(split=args.split, holdout=args.holdout, epochs=args.epochs,
                       patience=args.patience, aux_weight=args.aux_weight, use_hw=not args.no_hw,
                       seed=args.seed, device=args.device, max_minutes=args.max_minutes,
-                      ensemble=args.ensemble, hidden=args.hidden, layers=args.layers)
+                      ensemble=args.ensemble, hidden=args.hidden, layers=args.layers,
+                      loss=args.loss, correction_weight=args.correction_weight)
     dataset = LatencyDataset(args.root)
     result = train_model(dataset, cfg)
     path = save_checkpoint(result, cfg, dataset, args.out)
@@ -259,6 +260,10 @@ def add_train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--patience", type=int, default=d.patience)
     p.add_argument("--aux-weight", type=float, default=d.aux_weight,
                    help="per-kernel loss weight (0: no auxiliary loss)")
+    p.add_argument("--loss", default=d.loss, choices=["mse", "huber"],
+                   help="error of log-latencies")
+    p.add_argument("--correction-weight", type=float, default=d.correction_weight,
+                   help="L2 on the whole-model head's non-additive part")
     p.add_argument("--ensemble", type=int, default=d.ensemble,
                    help="members of the deep ensemble")
     p.add_argument("--hidden", type=int, default=d.hidden)

@@ -294,11 +294,16 @@ class FeatureScaler:
         e = torch.cat(es).double() if es else torch.zeros((1, 1), dtype=torch.float64)
         return cls(*_mean_std(x), *_mean_std(e))
 
+    #: Scaled features are clipped here: a column that is almost constant in training can
+    #: map an unusual kernel thousands of deviations away.
+    CLIP = 10.0
+
     def __call__(self, data: Data) -> Data:
         data = data.clone()
-        data.x = (data.x - self.x_mean) / self.x_std
+        data.x = ((data.x - self.x_mean) / self.x_std).clamp(-self.CLIP, self.CLIP)
         if data.edge_attr is not None and data.edge_attr.numel():
-            data.edge_attr = (data.edge_attr - self.e_mean) / self.e_std
+            data.edge_attr = ((data.edge_attr - self.e_mean) / self.e_std).clamp(
+                -self.CLIP, self.CLIP)
         return data
 
     def state_dict(self) -> dict[str, list[float]]:

@@ -81,6 +81,7 @@ class GNNOutput:
     mu: Tensor  # [graphs] predicted log-ms of the whole model
     log_sigma: Tensor  # [graphs] log standard deviation of that prediction
     kernel_mu: Tensor  # [nodes] predicted log-ms per kernel
+    correction: Tensor  # [graphs] the part of mu that is not the weighted kernel sum
 
 
 class LatencyGNN(nn.Module):
@@ -139,7 +140,7 @@ class LatencyGNN(nn.Module):
         out = self.graph_head(pooled)
         mu = self.additive_weight * log_kernel_sum + out[:, 0]
         log_sigma = out[:, 1].clamp(-7.0, 3.0)
-        return GNNOutput(mu=mu, log_sigma=log_sigma, kernel_mu=kernel_mu)
+        return GNNOutput(mu=mu, log_sigma=log_sigma, kernel_mu=kernel_mu, correction=out[:, 0])
 
 
 class EnsembleGNN(nn.Module):
@@ -159,4 +160,6 @@ class EnsembleGNN(nn.Module):
         variance = torch.stack([(2 * o.log_sigma).exp() for o in outs]).mean(0)
         variance = variance + mus.var(0, unbiased=False)
         kernel_mu = torch.stack([o.kernel_mu for o in outs]).mean(0)
-        return GNNOutput(mu=mu, log_sigma=0.5 * variance.log(), kernel_mu=kernel_mu)
+        correction = torch.stack([o.correction for o in outs]).mean(0)
+        return GNNOutput(mu=mu, log_sigma=0.5 * variance.log(), kernel_mu=kernel_mu,
+                         correction=correction)

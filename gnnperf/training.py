@@ -66,6 +66,9 @@ class TrainConfig:
     max_minutes: float = 18.0
     ensemble: int = 3
     ema: float = 0.99  # decay of the weight average that is validated and kept (0: off)
+    loss: str = "mse"  # or "huber", on log-latencies
+    huber_delta: float = 0.1
+    correction_weight: float = 0.0  # L2 on the non-additive part of the whole-model head
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -120,17 +123,28 @@ def predict_loader(model: LatencyGNN | EnsembleGNN, loader: DataLoader, device: 
                        torch.cat(ys).numpy())
 
 
-def _loss(model: LatencyGNN | EnsembleGNN, batch: Any, aux_weight: float) -> torch.Tensor:
+def _regression(pred: torch.Tensor, target: torch.Tensor, cfg: TrainConfig) -> torch.Tensor:
+    """Error of log-latencies: squared, or Huber (quadratic within ``huber_delta``, linear
+    beyond it, so a mislabelled record pulls less)."""
+    if cfg.loss == "huber":
+        return torch.nn.functional.huber_loss(pred, target, delta=cfg.huber_delta)
+    return torch.mean((pred - target) ** 2)
+
+
+def _loss(model: LatencyGNN | EnsembleGNN, batch: Any, cfg: TrainConfig) -> torch.Tensor:
     out = model(batch)
     y = batch.y.view(-1)
-    mse = torch.mean((out.mu - y) ** 2)
     sigma = out.log_sigma.exp()
     nll = torch.mean(0.5 * ((y - out.mu.detach()) / sigma) ** 2 + out.log_sigma)
-    loss = mse + 0.1 * nll
-    if aux_weight > 0:
+    loss = _regression(out.mu, y, cfg) + 0.1 * nll
+    if cfg.correction_weight > 0:
+        # prefer the additive structure unless the data keeps asking for a correction
+        loss = loss + cfg.correction_weight * torch.mean(out.correction ** 2)
+    if cfg.aux_weight > 0:
         mask = batch.kernel_mask
         if bool(mask.any()):
-            loss = loss + aux_weight * torch.mean((out.kernel_mu[mask] - batch.y_kernel[mask]) ** 2)
+            loss = loss + cfg.aux_weight * _regression(out.kernel_mu[mask],
+                                                       batch.y_kernel[mask], cfg)
     return loss
 
 
@@ -170,7 +184,7 @@ def _fit_member(mcfg: ModelConfig, cfg: TrainConfig, train_set: list[Any],
         for batch in train_loader:
             batch = batch.to(cfg.device)
             opt.zero_grad()
-            loss = _loss(model, batch, cfg.aux_weight)
+            loss = _loss(model, batch, cfg)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
             opt.step()

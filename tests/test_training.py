@@ -157,3 +157,19 @@ def test_bad_checkpoints(tmp_path: Path) -> None:
     torch.save({"format": 99}, tmp_path / "future.pt")
     with pytest.raises(CheckpointError, match="format 99"):
         load_checkpoint(tmp_path / "future.pt")
+
+
+def test_loss_options_change_the_objective(small_root: Path) -> None:
+    from gnnperf.training import _loss
+
+    ds = LatencyDataset(small_root)
+    torch.manual_seed(0)
+    model = LatencyGNN(ModelConfig(in_dim=ds[0].x.shape[1], hw_dim=12, hidden=16, layers=1))
+    batch = Batch.from_data_list([ds[i] for i in range(3)])
+    with torch.no_grad():
+        base = float(_loss(model, batch, TrainConfig()))
+        penalised = float(_loss(model, batch, TrainConfig(correction_weight=1.0)))
+        huber = float(_loss(model, batch, TrainConfig(loss="huber")))
+        correction = model(batch).correction
+    assert penalised == pytest.approx(base + float(torch.mean(correction ** 2)), rel=1e-5)
+    assert huber < base  # untrained errors are far beyond delta: Huber grows linearly
