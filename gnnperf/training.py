@@ -213,10 +213,14 @@ def _fit_member(mcfg: ModelConfig, cfg: TrainConfig, train_set: list[Any],
     return model, history
 
 
-def train_model(dataset: LatencyDataset, cfg: TrainConfig, progress: bool = True) -> TrainResult:
-    """Fit on the training split, pick each member's epoch by validation MAPE, report on test."""
+def train_model(dataset: LatencyDataset, cfg: TrainConfig, progress: bool = True,
+                indices: tuple[list[int], list[int], list[int]] | None = None) -> TrainResult:
+    """Fit on the training split, pick each member's epoch by validation MAPE, report on test.
+
+    ``indices`` (train, val, test) replaces the split named in ``cfg`` (cross-validation).
+    """
     seed_everything(cfg.seed)
-    train_idx, val_idx, test_idx = split_indices(
+    train_idx, val_idx, test_idx = indices or split_indices(
         dataset, cfg.split, seed=cfg.seed, val_frac=cfg.val_frac, test_frac=cfg.test_frac,
         holdout=cfg.holdout)
     raw_train = [dataset[i] for i in train_idx]
