@@ -39,7 +39,7 @@ from .measure import (
     wait_for_quiet,
 )
 from .onnx_import import import_to_relax, load_onnx
-from .shards import ShardWriter, content_id, iter_lines, latest_records
+from .shards import ShardWriter, content_id, is_probed, iter_lines, latest_records
 
 
 def parse_hw_list(text: str) -> list[tuple[str, int]]:
@@ -66,8 +66,7 @@ def is_noisy(record: dict[str, Any], settings: MeasureSettings | None = None) ->
     """A record worth measuring again: taken before the speed probe existed, or while
     other processes loaded the machine, or while the host stayed slowed down."""
     s = settings or MeasureSettings()
-    slowdown = record.get("slowdown")
-    return (slowdown is None or slowdown > s.max_slowdown
+    return (not is_probed(record) or record["slowdown"] > s.max_slowdown
             or float(record.get("other_load", 0.0)) > s.max_other_load
             or float(record["whole"].get("cv", 0.0)) > s.max_cv)
 
@@ -441,7 +440,7 @@ def remeasure(
 
     root = Path(root)
     records = latest_records(root / "shards")
-    probed = [r for r in records if r.get("slowdown") is not None]
+    probed = [r for r in records if is_probed(r)]
     already = done_keys(root / "noise")
     pool = [r for r in (probed or records) if r["key"] not in already]
     rng = np.random.default_rng(seed)

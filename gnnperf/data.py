@@ -27,7 +27,7 @@ from .errors import DatasetError
 from .features import KernelGraph, node_feature_names, node_feature_vector
 from .hardware import FEATURE_NAMES as HW_FEATURE_NAMES
 from .hardware import HardwareSpec
-from .shards import SCHEMA_VERSION, iter_lines, latest_records, shard_paths
+from .shards import SCHEMA_VERSION, is_probed, iter_lines, latest_records, shard_paths
 
 #: Bump when the fields of the encoded ``Data`` items change (invalidates processed caches).
 _DATA_LAYOUT = 2
@@ -332,11 +332,6 @@ def noise_pairs(root: Path) -> list[tuple[dict[str, Any], dict[str, Any]]]:
             if (pair := (obj["key"], obj.get("first_created_at"))) in records]
 
 
-def _probed(line: dict[str, Any]) -> bool:
-    """Measured under the speed probe (see :class:`gnnperf.measure.SpeedProbe`)."""
-    return line.get("slowdown") is not None
-
-
 def _noise_floor(pairs: list[tuple[dict[str, Any], dict[str, Any]]]
                  ) -> tuple[float | None, dict[str, float]]:
     """MAPE (%) between first and second measurement, overall and per build/threads."""
@@ -364,8 +359,8 @@ def dataset_stats(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     per_hw = Counter(r["hw_id"] for r in records)
     per_build = Counter(r["build"] for r in records)
     pairs = noise_pairs(root)
-    probed = [(r, o) for r, o in pairs if _probed(r) and _probed(o)]
-    unprobed = [(r, o) for r, o in pairs if not (_probed(r) and _probed(o))]
+    probed = [(r, o) for r, o in pairs if is_probed(r) and is_probed(o)]
+    unprobed = [(r, o) for r, o in pairs if not (is_probed(r) and is_probed(o))]
     # The floor of the current protocol; pairs taken before the speed probe are reported
     # apart, since they also hold host slowdowns the probe now rejects.
     noise_pairs_used = probed or unprobed
@@ -386,7 +381,7 @@ def dataset_stats(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
         "noise_floor_protocol": "speed-probe" if probed else "load-guard",
         "noise_floor_unprobed_mape": _noise_floor(unprobed)[0],
         "noise_floor_unprobed_records": len(unprobed),
-        "records_probed": sum(_probed(r) for r in records),
+        "records_probed": sum(is_probed(r) for r in records),
         "latency_ms_min": float(min(lat)) if lat else None,
         "latency_ms_max": float(max(lat)) if lat else None,
         "per_family": dict(sorted(per_family.items())),

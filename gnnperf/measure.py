@@ -339,14 +339,15 @@ def timed_on_quiet_host(fn: Callable[[], T], probe: SpeedProbe, max_slowdown: fl
     for tries in range(1, retries + 2):  # noqa: B007  (the count is returned)
         before = wait_for_quiet_host(probe, max_slowdown, wait_s, any_cpu=pin)
         cpus = [min(before, key=lambda c: before[c])] if pin else list(before)
-        saved = os.sched_getaffinity(0)
         if pin:
+            saved = os.sched_getaffinity(0)
             os.sched_setaffinity(0, set(cpus))
-        try:
-            result = fn()
-        finally:
-            if pin:
+            try:
+                result = fn()
+            finally:
                 os.sched_setaffinity(0, saved)
+        else:
+            result = fn()
         after = probe.slowdowns(cpus)
         slowdown = max(max(before[c] for c in cpus), max(after.values()))
         if best is None or slowdown < best[1]:

@@ -86,6 +86,11 @@ def iter_lines(root: str | os.PathLike[str], kinds: Collection[str] | None = Non
                 yield obj
 
 
+def is_probed(line: dict[str, Any]) -> bool:
+    """A record or re-measurement taken under the host speed probe (it stores ``slowdown``)."""
+    return line.get("slowdown") is not None
+
+
 def latest_records(root: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The newest ``record`` of each key, in the order keys were first recorded."""
     first_seen: dict[str, int] = {}
