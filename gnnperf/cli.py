@@ -196,7 +196,8 @@ def cmd_train(args: argparse.Namespace) -> int:
                       patience=args.patience, aux_weight=args.aux_weight, use_hw=not args.no_hw,
                       seed=args.seed, device=args.device, max_minutes=args.max_minutes,
                       ensemble=args.ensemble, hidden=args.hidden, layers=args.layers,
-                      loss=args.loss, correction_weight=args.correction_weight)
+                      loss=args.loss, correction_weight=args.correction_weight,
+                      aux_share_power=args.aux_share_power)
     dataset = LatencyDataset(args.root)
     result = train_model(dataset, cfg)
     path = save_checkpoint(result, cfg, dataset, args.out)
@@ -210,6 +211,10 @@ def cmd_train(args: argparse.Namespace) -> int:
           f"Spearman {t.get('spearman', float('nan')):.3f}  "
           f"{m['interval_nominal_coverage']:.0f}% interval covers "
           f"{m['test_interval_coverage']:.1f}%")
+    if m["members_stopped_by_time_cap"]:
+        print(f"note: {m['members_stopped_by_time_cap']} member(s) stopped at the "
+              f"{cfg.max_minutes:g}-minute cap, not by early stopping; a slower or busier "
+              "machine stops them at other epochs")
     print(f"checkpoint: {path}")
     return 0
 
@@ -264,6 +269,8 @@ def add_train_args(p: argparse.ArgumentParser) -> None:
                    help="error of log-latencies")
     p.add_argument("--correction-weight", type=float, default=d.correction_weight,
                    help="L2 on the whole-model head's non-additive part")
+    p.add_argument("--aux-share-power", type=float, default=d.aux_share_power,
+                   help="weight kernel errors by (share of the kernel sum)^POWER (0: equal)")
     p.add_argument("--ensemble", type=int, default=d.ensemble,
                    help="members of the deep ensemble")
     p.add_argument("--hidden", type=int, default=d.hidden)

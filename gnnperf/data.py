@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from torch_geometric.data import Data, InMemoryDataset
 
+from .builds import BUILD_KINDS, BuildConfig
 from .errors import DatasetError
 from .features import KernelGraph, node_feature_names, node_feature_vector
 from .hardware import FEATURE_NAMES as HW_FEATURE_NAMES
@@ -30,7 +31,7 @@ from .hardware import HardwareSpec
 from .shards import SCHEMA_VERSION, is_probed, iter_lines, latest_records, shard_paths
 
 #: Bump when the fields of the encoded ``Data`` items change (invalidates processed caches).
-_DATA_LAYOUT = 2
+_DATA_LAYOUT = 3
 DEFAULT_ROOT = Path(__file__).resolve().parent.parent / "datasets"
 
 
@@ -39,21 +40,35 @@ def default_root() -> Path:
     return Path(os.environ.get("GNNPERF_DATASETS", DEFAULT_ROOT))
 
 
+#: One-hot build kind on every node. The kernel graph also shows the build in its loop
+#: features; the unfused operator graph (an ablation) has no other way to know it.
+BUILD_FEATURE_NAMES = [f"build_{kind}" for kind in BUILD_KINDS]
+
+
 def feature_names() -> list[str]:
-    return node_feature_names() + [f"hw_{n}" for n in HW_FEATURE_NAMES]
+    """Node columns: kernel features, build kind, then hardware (hardware always last)."""
+    return node_feature_names() + BUILD_FEATURE_NAMES + [f"hw_{n}" for n in HW_FEATURE_NAMES]
+
+
+def build_feature_vector(build: str) -> list[float]:
+    kind = BuildConfig.parse(build).kind
+    return [1.0 if kind == k else 0.0 for k in BUILD_KINDS]
 
 
 def family_of(model_id: str) -> str:
     return model_id.rsplit("-", 1)[0]
 
 
-def graph_to_data(graph: KernelGraph, hw: HardwareSpec) -> Data:
-    """Node features (kernel ⊕ hardware), dataflow edges with log bytes; no labels."""
+def graph_to_data(graph: KernelGraph, hw: HardwareSpec, build: str | None = None) -> Data:
+    """Node features (kernel ⊕ build ⊕ hardware), dataflow edges with log bytes; no labels.
+
+    ``build`` defaults to the graph's own (operator graphs carry none and must pass it).
+    """
     n = len(graph.nodes)
     if n == 0:
         raise DatasetError("a kernel graph without kernels cannot be encoded")
-    hw_vec = hw.feature_vector()
-    x = torch.tensor([node_feature_vector(node, n) + hw_vec for node in graph.nodes],
+    shared = build_feature_vector(build or graph.build) + hw.feature_vector()
+    x = torch.tensor([node_feature_vector(node, n) + shared for node in graph.nodes],
                      dtype=torch.float32)
     if graph.edges:
         edge_index = torch.tensor([[a for a, _, _ in graph.edges], [b for _, b, _ in graph.edges]],
@@ -71,11 +86,13 @@ GRAPH_KINDS = ("kernel", "onnx")
 
 def _records_and_graphs(shards_dir: Path, kind: str = "kernel"
                         ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Records, and the graphs each one is encoded from: ``kernel`` graphs are keyed by
-    graph id, ``onnx`` operator graphs by model id."""
-    graph_kind = "graph" if kind == "kernel" else "onnx_graph"
-    id_field = "graph_id" if kind == "kernel" else "model_id"
-    graphs = {obj[id_field]: obj["graph"] for obj in iter_lines(shards_dir, kinds=(graph_kind,))}
+    """Records, and the graphs each one is encoded from, keyed by graph id (operator graphs
+    also by the model id of the record that first wrote them, for older records)."""
+    graphs: dict[str, Any] = {}
+    for obj in iter_lines(shards_dir, kinds=("graph" if kind == "kernel" else "onnx_graph",)):
+        graphs[obj["graph_id"]] = obj["graph"]
+        if kind == "onnx":  # records from before ``onnx_graph_id`` name their model instead
+            graphs.setdefault(obj["model_id"], obj["graph"])
     return latest_records(shards_dir), graphs
 
 
@@ -90,18 +107,22 @@ def _regenerate_onnx_graph(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def fingerprint(root: str | os.PathLike[str] | None = None) -> str:
-    """Content hash of every shard under ``root`` and of the feature layout."""
+    """Content hash of the record shards under ``root/shards`` and of the feature layout.
+
+    Re-measurements for the noise floor (``root/noise``) do not change what is trained on,
+    so they leave the fingerprint (and processed caches, checkpoints' match) alone.
+    """
     root = Path(root) if root is not None else default_root()
     h = hashlib.sha256(
         f"schema{SCHEMA_VERSION}|layout{_DATA_LAYOUT}|{','.join(feature_names())}".encode())
-    for path in shard_paths(root):
+    for path in shard_paths(root / "shards"):
         h.update(str(path.relative_to(root)).encode())
         h.update(hashlib.sha256(path.read_bytes()).digest())
     return h.hexdigest()[:16]
 
 
 def record_to_data(record: dict[str, Any], graph: KernelGraph) -> Data:
-    data = graph_to_data(graph, HardwareSpec.from_dict(record["hw"]))
+    data = graph_to_data(graph, HardwareSpec.from_dict(record["hw"]), record["build"])
     n = data.num_nodes
     kernels = record.get("kernels_ms")
     if kernels is not None and len(kernels) == n:
@@ -175,7 +196,8 @@ class LatencyDataset(InMemoryDataset):
         cache: dict[str, KernelGraph] = {}
         items = []
         for rec in records:
-            gid = rec["graph_id"] if self.graph_kind == "kernel" else rec["model_id"]
+            gid = (rec["graph_id"] if self.graph_kind == "kernel"
+                   else rec.get("onnx_graph_id") or rec["model_id"])
             if gid not in graphs:
                 if self.graph_kind == "kernel":
                     continue

@@ -23,6 +23,7 @@ from torch_geometric.data import Batch
 
 from .builds import BuildConfig
 from .data import graph_to_data
+from .errors import BuildConfigError
 from .features import KernelGraph, extract_graph
 from .hardware import FEATURE_NAMES as HW_FEATURE_NAMES
 from .hardware import HardwareSpec
@@ -74,9 +75,14 @@ class Predictor:
         self.sigma_scale = float(self.payload["sigma_scale"])
         self.coverage = float(self.payload["interval_coverage"])
 
-    def check_inputs(self, hw: HardwareSpec, build: str) -> list[str]:
+    def check_inputs(self, hw: HardwareSpec, build: str, gflop: float | None = None
+                     ) -> list[str]:
         """Reasons why a prediction may be unreliable (empty when in distribution)."""
         reasons = []
+        seen = self.payload.get("gflop_ranges", {}).get(build)
+        if gflop is not None and seen and not seen[0] / 4 <= gflop <= seen[1] * 4:
+            reasons.append(f"the model's {gflop:.3g} GFLOP is far outside the "
+                           f"{seen[0]:.3g}..{seen[1]:.3g} GFLOP of the '{build}' training models")
         for name, value in zip(HW_FEATURE_NAMES, hw.feature_vector(), strict=True):
             lo, hi = self.payload["hw_ranges"][name]
             span = max(hi - lo, 1e-9)
@@ -106,7 +112,8 @@ class Predictor:
             sigma = float(out.log_sigma[i].exp()) * self.sigma_scale
             kernel_ms = out.kernel_mu[offsets[i]:offsets[i + 1]].exp().tolist()
             low, high = interval_ms(mu, sigma)
-            reasons = self.check_inputs(hw, graph.build)
+            reasons = self.check_inputs(hw, graph.build,
+                                        sum(n.flops for n in graph.nodes) / 1e9)
             for reason in reasons:
                 warnings.warn(reason, OutOfDistributionWarning, stacklevel=3)
             results.append(Prediction(
@@ -179,6 +186,10 @@ def predict_many(
     build = str(BuildConfig.parse(build))
     spec = HardwareSpec.coerce(hw)
     predictor = _predictor(checkpoint)
+    for m in models:
+        if isinstance(m, KernelGraph) and m.build != build:
+            raise BuildConfigError(f"a graph lowered for build '{m.build}' was passed to "
+                                   f"predict_many(build='{build}')")
     graphs = [m if isinstance(m, KernelGraph) else lower_for_prediction(m, spec, build)
               for m in models]
     return predictor.predict_graphs([(g, spec) for g in graphs])

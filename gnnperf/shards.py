@@ -118,6 +118,9 @@ class ShardWriter:
             self._lock.close()
             raise DatasetError(f"another process is writing {self.folder}/{prefix}-*; "
                                "use another --out folder or wait for it") from None
+        # temp files of a writer killed mid-rewrite: with the lock held, nobody else owns them
+        for stale in self.folder.glob(f".{prefix}-*.tmp"):
+            stale.unlink(missing_ok=True)
         self.max_lines = max_lines
         existing = sorted(self.folder.glob(f"{prefix}-[0-9][0-9][0-9][0-9].jsonl.gz"))
         self._lines: list[str] = []

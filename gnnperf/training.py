@@ -24,6 +24,7 @@ import torch
 from scipy import stats as sps
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from torch_geometric.loader import DataLoader
+from torch_geometric.utils import scatter
 from tqdm import tqdm
 
 from .atomic import atomic_path, write_text
@@ -69,6 +70,7 @@ class TrainConfig:
     loss: str = "mse"  # or "huber", on log-latencies
     huber_delta: float = 0.1
     correction_weight: float = 0.0  # L2 on the non-additive part of the whole-model head
+    aux_share_power: float = 0.0  # kernel errors weighted by (share of the kernel sum)^power
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -123,12 +125,32 @@ def predict_loader(model: LatencyGNN | EnsembleGNN, loader: DataLoader, device: 
                        torch.cat(ys).numpy())
 
 
-def _regression(pred: torch.Tensor, target: torch.Tensor, cfg: TrainConfig) -> torch.Tensor:
+def _regression(pred: torch.Tensor, target: torch.Tensor, cfg: TrainConfig,
+                weight: torch.Tensor | None = None) -> torch.Tensor:
     """Error of log-latencies: squared, or Huber (quadratic within ``huber_delta``, linear
-    beyond it, so a mislabelled record pulls less)."""
+    beyond it, so a mislabelled record pulls less); a weighted mean if ``weight`` is given."""
     if cfg.loss == "huber":
-        return torch.nn.functional.huber_loss(pred, target, delta=cfg.huber_delta)
-    return torch.mean((pred - target) ** 2)
+        err = torch.nn.functional.huber_loss(pred, target, delta=cfg.huber_delta,
+                                             reduction="none")
+    else:
+        err = (pred - target) ** 2
+    if weight is None:
+        return err.mean()
+    return (err * weight).sum() / weight.sum().clamp_min(1e-12)
+
+
+def kernel_share_weights(y_kernel: torch.Tensor, batch: torch.Tensor, mask: torch.Tensor,
+                         power: float) -> torch.Tensor:
+    """Per labelled kernel, (its share of its graph's measured kernel sum) ** ``power``.
+
+    A kernel taking 1% of a model's time barely moves the whole-model latency, so with
+    ``power`` > 0 the auxiliary loss spends its capacity on the kernels that matter.
+    """
+    ms = torch.where(mask, y_kernel.exp(), torch.zeros_like(y_kernel))
+    n_graphs = int(batch.max()) + 1 if batch.numel() else 0
+    total = scatter(ms, batch, dim=0, dim_size=n_graphs, reduce="sum")
+    share = ms / total[batch].clamp_min(1e-12)
+    return share[mask].clamp_min(1e-6) ** power
 
 
 def _loss(model: LatencyGNN | EnsembleGNN, batch: Any, cfg: TrainConfig) -> torch.Tensor:
@@ -143,8 +165,12 @@ def _loss(model: LatencyGNN | EnsembleGNN, batch: Any, cfg: TrainConfig) -> torc
     if cfg.aux_weight > 0:
         mask = batch.kernel_mask
         if bool(mask.any()):
+            weight = None
+            if cfg.aux_share_power > 0:
+                weight = kernel_share_weights(batch.y_kernel, batch.batch, mask,
+                                              cfg.aux_share_power)
             loss = loss + cfg.aux_weight * _regression(out.kernel_mu[mask],
-                                                       batch.y_kernel[mask], cfg)
+                                                       batch.y_kernel[mask], cfg, weight)
     return loss
 
 
@@ -162,8 +188,12 @@ class TrainResult:
 
 def _fit_member(mcfg: ModelConfig, cfg: TrainConfig, train_set: list[Any],
                 val_loader: DataLoader, seed: int, minutes: float, progress: bool,
-                desc: str) -> tuple[LatencyGNN, list[dict[str, float]]]:
-    """One network: AdamW with cosine decay; the epoch with the best validation MAPE."""
+                desc: str) -> tuple[LatencyGNN, list[dict[str, float]], bool]:
+    """One network: AdamW with cosine decay; the epoch with the best validation MAPE.
+
+    Also says whether the time cap ended it: then the result depends on machine speed
+    (fixed seeds give the same result twice only when epochs or patience end training).
+    """
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     train_loader = DataLoader(train_set, batch_size=cfg.batch_size, shuffle=True, generator=gen)
@@ -174,7 +204,7 @@ def _fit_member(mcfg: ModelConfig, cfg: TrainConfig, train_set: list[Any],
                 if cfg.ema > 0 else None)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=cfg.epochs, eta_min=cfg.lr / 50)
-    best_state, best_val, bad_epochs = None, math.inf, 0
+    best_state, best_val, bad_epochs, time_capped = None, math.inf, 0, False
     history: list[dict[str, float]] = []
     start = time.time()
     bar = tqdm(range(cfg.epochs), desc=desc, unit="epoch", disable=not progress)
@@ -204,13 +234,16 @@ def _fit_member(mcfg: ModelConfig, cfg: TrainConfig, train_set: list[Any],
             best_state = {k: v.detach().clone() for k, v in kept.state_dict().items()}
         else:
             bad_epochs += 1
-        if bad_epochs >= cfg.patience or (time.time() - start) / 60 > minutes:
+        if bad_epochs >= cfg.patience:
+            break
+        if (time.time() - start) / 60 > minutes:
+            time_capped = True
             break
     bar.close()
     if best_state is None:
         raise GnnperfError("training diverged: validation MAPE was never finite")
     model.load_state_dict(best_state)
-    return model, history
+    return model, history, time_capped
 
 
 def train_model(dataset: LatencyDataset, cfg: TrainConfig, progress: bool = True,
@@ -237,12 +270,15 @@ def train_model(dataset: LatencyDataset, cfg: TrainConfig, progress: bool = True
     start = time.time()
     nets: list[LatencyGNN] = []
     history: list[dict[str, float]] = []
+    capped = 0
     for k in range(members):
         left = cfg.max_minutes - (time.time() - start) / 60
-        net, hist = _fit_member(mcfg, cfg, train_set, val_loader, seed=cfg.seed * 1000 + k,
-                                minutes=left / (members - k), progress=progress,
-                                desc=f"train {k + 1}/{members}" if members > 1 else "train")
+        net, hist, time_capped = _fit_member(
+            mcfg, cfg, train_set, val_loader, seed=cfg.seed * 1000 + k,
+            minutes=left / (members - k), progress=progress,
+            desc=f"train {k + 1}/{members}" if members > 1 else "train")
         nets.append(net)
+        capped += time_capped
         history += [{**h, "member": k} for h in hist]
     model = EnsembleGNN(mcfg, nets)
     val = predict_loader(model, val_loader, cfg.device)
@@ -266,6 +302,7 @@ def train_model(dataset: LatencyDataset, cfg: TrainConfig, progress: bool = True
         "best_epochs": [int(np.argmin([h["val_mape"] for h in history if h["member"] == k]))
                         for k in range(members)],
         "train_minutes": (time.time() - start) / 60,
+        "members_stopped_by_time_cap": capped,
         "train_graphs": len(train_set),
         "val_graphs": len(val_set),
         "test_graphs": len(test_set),
@@ -284,6 +321,18 @@ def hw_ranges(dataset: LatencyDataset, indices: list[int]) -> dict[str, list[flo
     rows = torch.stack([dataset[i].x[0, -n_hw:] for i in indices])
     return {name: [float(rows[:, j].min()), float(rows[:, j].max())]
             for j, name in enumerate(HW_FEATURE_NAMES)}
+
+
+def gflop_ranges(dataset: LatencyDataset, indices: list[int]) -> dict[str, list[float]]:
+    """Per build, the [min, max] total GFLOP of the training models (for warnings)."""
+    col = feature_names().index("log_flops")
+    out: dict[str, list[float]] = {}
+    for i in indices:
+        d = dataset[i]
+        gflop = float(torch.expm1(d.x[:, col].double()).sum()) / 1e9
+        lo, hi = out.setdefault(str(d.build), [gflop, gflop])
+        out[str(d.build)] = [min(lo, gflop), max(hi, gflop)]
+    return out
 
 
 def save_checkpoint(result: TrainResult, cfg: TrainConfig, dataset: LatencyDataset,
@@ -305,6 +354,7 @@ def save_checkpoint(result: TrainResult, cfg: TrainConfig, dataset: LatencyDatas
         "feature_names": feature_names(),
         "dataset_fingerprint": dataset.fingerprint,
         "hw_ranges": hw_ranges(dataset, result.indices["train"]),
+        "gflop_ranges": gflop_ranges(dataset, result.indices["train"]),
         "builds": sorted({dataset[i].build for i in result.indices["train"]}),
         "metrics": result.metrics,
     }

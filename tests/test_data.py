@@ -37,6 +37,22 @@ def test_items_carry_features_labels_and_ids(small_root: Path) -> None:
     assert threads == {1, 2}
     hw_cols = [i for i, n in enumerate(feature_names()) if n == "hw_threads"]
     assert {float(g.x[0, hw_cols[0]]) for g in ds} == {1.0, 2.0}
+    # the build kind is a one-hot on every node of kernel and operator graphs alike
+    cols = [i for i, n in enumerate(feature_names()) if n.startswith("build_")]
+    sampled = feature_names().index("build_sampled")
+    for graphs in (ds, LatencyDataset(small_root, graph="onnx")):
+        g = graphs[0]
+        assert torch.equal(g.x[:, cols].sum(1), torch.ones(g.num_nodes))
+        assert bool((g.x[:, sampled] == 1).all())
+
+
+def test_noise_remeasurements_leave_the_fingerprint_alone(small_root: Path,
+                                                          tmp_path: Path) -> None:
+    root = tmp_path / "copy"
+    shutil.copytree(small_root / "shards", root / "shards")
+    before = LatencyDataset(root).fingerprint
+    ShardWriter(root / "noise", "noise").append({"kind": "remeasure", "key": "x"})
+    assert LatencyDataset(root).fingerprint == before
 
 
 def test_processed_cache_follows_the_shards(small_root: Path, tmp_path: Path) -> None:

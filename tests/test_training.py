@@ -13,7 +13,7 @@ import torch
 from torch_geometric.data import Batch
 
 from gnnperf.data import LatencyDataset
-from gnnperf.errors import CheckpointError
+from gnnperf.errors import BuildConfigError, CheckpointError
 from gnnperf.features import extract_graph
 from gnnperf.hardware import HardwareSpec
 from gnnperf.lowering import lower_onnx
@@ -21,6 +21,7 @@ from gnnperf.model import EnsembleGNN, LatencyGNN, ModelConfig
 from gnnperf.predict import OutOfDistributionWarning, Predictor, predict, predict_many
 from gnnperf.training import (
     TrainConfig,
+    kernel_share_weights,
     load_checkpoint,
     metrics,
     model_from_checkpoint,
@@ -126,6 +127,8 @@ def test_checkpoint_round_trip_and_prediction(trained: Path, cnn_onnx: Path) -> 
         many = predict_many([graph, graph], hw, build="sampled:0", checkpoint=trained)
     assert len(many) == 2
     assert many[0].latency_ms == pytest.approx(r.latency_ms, rel=1e-4)
+    with pytest.raises(BuildConfigError, match="lowered for build 'sampled:0'"):
+        predict_many([graph], hw, build="default", checkpoint=trained)
 
 
 def test_out_of_distribution_hardware_warns(trained: Path) -> None:
@@ -135,6 +138,9 @@ def test_out_of_distribution_hardware_warns(trained: Path) -> None:
     far = HardwareSpec.from_dict({**spec.to_dict(), "peak_gflops": spec.peak_gflops * 64})
     assert any("peak_gflops" in r for r in predictor.check_inputs(far, "sampled:0"))
     assert any("build 'default'" in r for r in predictor.check_inputs(spec, "default"))
+    lo, hi = predictor.payload["gflop_ranges"]["sampled:0"]
+    assert predictor.check_inputs(spec, "sampled:0", gflop=(lo + hi) / 2) == []
+    assert any("GFLOP" in r for r in predictor.check_inputs(spec, "sampled:0", gflop=hi * 10))
 
 
 def test_out_of_distribution_warning_is_raised(trained: Path, cnn_onnx: Path) -> None:
@@ -173,3 +179,19 @@ def test_loss_options_change_the_objective(small_root: Path) -> None:
         correction = model(batch).correction
     assert penalised == pytest.approx(base + float(torch.mean(correction ** 2)), rel=1e-5)
     assert huber < base  # untrained errors are far beyond delta: Huber grows linearly
+
+
+def test_kernel_share_weights_follow_each_graphs_time_split() -> None:
+    # graph 0: kernels of 3 ms and 1 ms; graph 1: 2 ms and an unlabelled node
+    y = torch.log(torch.tensor([3.0, 1.0, 2.0, 5.0]))
+    batch = torch.tensor([0, 0, 1, 1])
+    mask = torch.tensor([True, True, True, False])
+    w = kernel_share_weights(y, batch, mask, power=1.0)
+    assert torch.allclose(w, torch.tensor([0.75, 0.25, 1.0]))
+    assert torch.allclose(kernel_share_weights(y, batch, mask, power=0.5), w.sqrt())
+    # weighted: the loss follows the heavy kernel's error
+    from gnnperf.training import _regression
+
+    pred, target = torch.tensor([0.0, 1.0]), torch.tensor([0.0, 0.0])
+    light = _regression(pred, target, TrainConfig(), torch.tensor([0.9, 0.1]))
+    assert float(light) == pytest.approx(0.1)
