@@ -43,6 +43,7 @@ def test_roofline_uses_flops_bytes_peak_and_bandwidth() -> None:
     g.x[:, names["hw_log2_mem_bw_gbs"]] = math.log2(10.0)
     assert roofline_kernel_ms(g) == pytest.approx([20.0, 400.0], rel=1e-4)
     # the scale is the median gap per build: 2x and 8x give 4x; the other build keeps its own
+    g.build = "sampled:0"
     slow, fast, other = g.clone(), g.clone(), g.clone()
     slow.y, fast.y, other.y = (torch.tensor([math.log(v)]) for v in (840.0, 3360.0, 42.0))
     slow.build = fast.build = "sampled:0"
