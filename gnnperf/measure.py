@@ -30,6 +30,7 @@ Method (what every label in the dataset means):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -39,7 +40,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -325,6 +326,17 @@ def wait_for_quiet_host(probe: SpeedProbe, max_slowdown: float, timeout_s: float
         time.sleep(poll_s)
 
 
+@contextlib.contextmanager
+def _pinned_to(cpus: list[int]) -> Iterator[None]:
+    """Run the calling thread on ``cpus`` only, then give its affinity back."""
+    saved = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, set(cpus))
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, saved)
+
+
 def timed_on_quiet_host(fn: Callable[[], T], probe: SpeedProbe, max_slowdown: float,
                         retries: int, wait_s: float, pin: bool = False
                         ) -> tuple[T, float, int]:
@@ -339,14 +351,7 @@ def timed_on_quiet_host(fn: Callable[[], T], probe: SpeedProbe, max_slowdown: fl
     for tries in range(1, retries + 2):  # noqa: B007  (the count is returned)
         before = wait_for_quiet_host(probe, max_slowdown, wait_s, any_cpu=pin)
         cpus = [min(before, key=lambda c: before[c])] if pin else list(before)
-        if pin:
-            saved = os.sched_getaffinity(0)
-            os.sched_setaffinity(0, set(cpus))
-            try:
-                result = fn()
-            finally:
-                os.sched_setaffinity(0, saved)
-        else:
+        with _pinned_to(cpus) if pin else contextlib.nullcontext():
             result = fn()
         after = probe.slowdowns(cpus)
         slowdown = max(max(before[c] for c in cpus), max(after.values()))

@@ -112,8 +112,7 @@ class Predictor:
             sigma = float(out.log_sigma[i].exp()) * self.sigma_scale
             kernel_ms = out.kernel_mu[offsets[i]:offsets[i + 1]].exp().tolist()
             low, high = interval_ms(mu, sigma)
-            reasons = self.check_inputs(hw, graph.build,
-                                        sum(n.flops for n in graph.nodes) / 1e9)
+            reasons = self.check_inputs(hw, graph.build, graph.total_flops / 1e9)
             for reason in reasons:
                 warnings.warn(reason, OutOfDistributionWarning, stacklevel=3)
             results.append(Prediction(
