@@ -58,7 +58,7 @@ class TrainConfig:
     hidden: int = 128
     layers: int = 4
     dropout: float = 0.0
-    aux_weight: float = 0.3
+    aux_weight: float = 1.0  # chosen by scripts/compare_configs.py (see README)
     use_hw: bool = True
     seed: int = 0
     device: str = "cpu"
@@ -70,7 +70,7 @@ class TrainConfig:
     loss: str = "mse"  # or "huber", on log-latencies
     huber_delta: float = 0.1
     correction_weight: float = 0.0  # L2 on the non-additive part of the whole-model head
-    aux_share_power: float = 0.0  # kernel errors weighted by (share of the kernel sum)^power
+    aux_share_power: float = 0.5  # kernel errors weighted by (share of the kernel sum)^power
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
