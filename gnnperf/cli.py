@@ -96,7 +96,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
     ex = compile_lowered(lowered)
     arrays = make_inputs(lowered.inputs)
     expected = [n.name for n in graph.nodes]
-    settings = MeasureSettings(repeat=args.repeat, quiet_timeout_s=args.quiet_timeout)
+    settings = MeasureSettings.waiting_at_most(args.quiet_timeout, repeat=args.repeat)
     with tempfile.TemporaryDirectory(prefix="gnnperf-") as tmp:
         lib = export_executable(ex, Path(tmp) / "model.so")
         if args.rpc:
@@ -139,8 +139,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
     families = [f.strip() for f in args.families.split(",") if f.strip()]
     if families == ["all"]:
         families = list(zoo.FAMILIES)
-    settings = MeasureSettings(repeat=args.repeat, kernel_repeat=min(args.repeat, 5),
-                               quiet_timeout_s=args.quiet_timeout)
+    settings = MeasureSettings.waiting_at_most(args.quiet_timeout, repeat=args.repeat,
+                                               kernel_repeat=min(args.repeat, 5))
     summary = collect(
         args.out, families, args.count, parse_hw_list(args.hw),
         [b.strip() for b in args.build.split(",")],
@@ -183,7 +183,7 @@ def cmd_dataset_remeasure(args: argparse.Namespace) -> int:
 
     root = args.root or default_root()
     summary = remeasure(root, args.count, seed=args.seed,
-                        settings=MeasureSettings(quiet_timeout_s=args.quiet_timeout))
+                        settings=MeasureSettings.waiting_at_most(args.quiet_timeout))
     print(summary.line())
     return 0
 
@@ -304,7 +304,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rpc", default=None, metavar="HOST:PORT:KEY", help="TVM RPC tracker")
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--quiet-timeout", type=float, default=60.0,
-                   help="seconds to wait for a quiet machine before measuring anyway")
+                   help="seconds to wait for a quiet machine (no load, no slowed host) before "
+                        "measuring anyway")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_measure)
 

@@ -41,7 +41,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -76,6 +76,21 @@ class MeasureSettings:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def waiting_at_most(cls, quiet_timeout_s: float, **overrides: Any) -> MeasureSettings:
+        """Settings whose waits for a quiet machine, for other processes' load *and* for
+        a slowed host, each end after ``quiet_timeout_s``.
+
+        Why: a short timeout is asked for when finishing matters more than the quietest
+        label (tests, quick checks); then a slowed host must not hold every timing for
+        ``slow_wait_s`` and its retries either.
+        """
+        settings = cls(quiet_timeout_s=quiet_timeout_s, **overrides)
+        if quiet_timeout_s >= settings.slow_wait_s:
+            return settings
+        return replace(settings, slow_wait_s=quiet_timeout_s, slow_retries=0,
+                       kernel_slow_retries=0)
 
 
 @dataclass
