@@ -79,7 +79,9 @@ class Predictor:
                      ) -> list[str]:
         """Reasons why a prediction may be unreliable (empty when in distribution)."""
         reasons = []
-        seen = self.payload.get("gflop_ranges", {}).get(build)
+        ranges = self.payload.get("gflop_ranges", {})
+        # older checkpoints keyed the ranges by the full build string
+        seen = ranges.get(BuildConfig.parse(build).kind) or ranges.get(build)
         if gflop is not None and seen and not seen[0] / 4 <= gflop <= seen[1] * 4:
             reasons.append(f"the model's {gflop:.3g} GFLOP is far outside the "
                            f"{seen[0]:.3g}..{seen[1]:.3g} GFLOP of the '{build}' training models")

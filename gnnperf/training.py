@@ -28,6 +28,7 @@ from torch_geometric.utils import scatter
 from tqdm import tqdm
 
 from .atomic import atomic_path, write_text
+from .builds import BuildConfig
 from .data import FeatureScaler, LatencyDataset, feature_names, split_indices
 from .errors import CheckpointError, GnnperfError, one_line
 from .hardware import FEATURE_NAMES as HW_FEATURE_NAMES
@@ -324,14 +325,19 @@ def hw_ranges(dataset: LatencyDataset, indices: list[int]) -> dict[str, list[flo
 
 
 def gflop_ranges(dataset: LatencyDataset, indices: list[int]) -> dict[str, list[float]]:
-    """Per build, the [min, max] total GFLOP of the training models (for warnings)."""
+    """Per build kind, the [min, max] total GFLOP of the training models (for warnings).
+
+    Keyed by kind (``sampled``, not ``sampled:0``): every seed of a sampled build schedules
+    the same models, so a new seed should be checked against the same range.
+    """
     col = feature_names().index("log_flops")
     out: dict[str, list[float]] = {}
     for i in indices:
         d = dataset[i]
         gflop = float(torch.expm1(d.x[:, col].double()).sum()) / 1e9
-        lo, hi = out.setdefault(str(d.build), [gflop, gflop])
-        out[str(d.build)] = [min(lo, gflop), max(hi, gflop)]
+        kind = BuildConfig.parse(str(d.build)).kind
+        lo, hi = out.setdefault(kind, [gflop, gflop])
+        out[kind] = [min(lo, gflop), max(hi, gflop)]
     return out
 
 

@@ -138,9 +138,11 @@ def test_out_of_distribution_hardware_warns(trained: Path) -> None:
     far = HardwareSpec.from_dict({**spec.to_dict(), "peak_gflops": spec.peak_gflops * 64})
     assert any("peak_gflops" in r for r in predictor.check_inputs(far, "sampled:0"))
     assert any("build 'default'" in r for r in predictor.check_inputs(spec, "default"))
-    lo, hi = predictor.payload["gflop_ranges"]["sampled:0"]
+    lo, hi = predictor.payload["gflop_ranges"]["sampled"]
     assert predictor.check_inputs(spec, "sampled:0", gflop=(lo + hi) / 2) == []
     assert any("GFLOP" in r for r in predictor.check_inputs(spec, "sampled:0", gflop=hi * 10))
+    # another seed of the sampled build is checked against the same range
+    assert any("GFLOP" in r for r in predictor.check_inputs(spec, "sampled:7", gflop=hi * 10))
 
 
 def test_out_of_distribution_warning_is_raised(trained: Path, cnn_onnx: Path) -> None:
