@@ -31,7 +31,7 @@ from .hardware import HardwareSpec
 from .shards import SCHEMA_VERSION, is_probed, iter_lines, latest_records, shard_paths
 
 #: Bump when the fields of the encoded ``Data`` items change (invalidates processed caches).
-_DATA_LAYOUT = 3
+_DATA_LAYOUT = 4
 DEFAULT_ROOT = Path(__file__).resolve().parent.parent / "datasets"
 
 
@@ -121,6 +121,16 @@ def fingerprint(root: str | os.PathLike[str] | None = None) -> str:
     return h.hexdigest()[:16]
 
 
+def split_group(record: dict[str, Any]) -> str:
+    """What keeps records together across a split: the model's operator graph.
+
+    The graph id ignores weights, so two seeds that draw the same shape (the ``hf-*``
+    families have few shapes) share a group; the ONNX hash would tell them apart and
+    let one architecture leak from training into test.
+    """
+    return str(record.get("onnx_graph_id") or record.get("onnx_sha256") or record["model_id"])
+
+
 def record_to_data(record: dict[str, Any], graph: KernelGraph) -> Data:
     data = graph_to_data(graph, HardwareSpec.from_dict(record["hw"]), record["build"])
     n = data.num_nodes
@@ -139,7 +149,7 @@ def record_to_data(record: dict[str, Any], graph: KernelGraph) -> Data:
     data.cv = torch.tensor([record["whole"].get("cv", 0.0)], dtype=torch.float32)
     data.threads = torch.tensor([int(record["hw"]["threads"])], dtype=torch.long)
     data.model_id = record["model_id"]
-    data.group = record.get("onnx_sha256") or record["model_id"]
+    data.group = split_group(record)
     data.family = record["model"]["family"]
     data.hw_id = record["hw_id"]
     data.build = record["build"]
@@ -229,8 +239,8 @@ def split_indices(
 ) -> tuple[list[int], list[int], list[int]]:
     """(train, val, test) indices.
 
-    Records are grouped by the ONNX they were measured from (two seeds of a real
-    architecture can give the same graph), and a group never straddles two sets. The
+    Records are grouped by their model's operator graph (:func:`split_group`: two seeds
+    of a real architecture can give the same graph), and a group never straddles two sets. The
     test set is a random ``test_frac`` of groups (``random``), the held-out family or
     hardware id (leave-out splits) or the ``hf-*`` models (``real-architectures``);
     validation is ``val_frac`` of the remaining groups, never taken from the test set.

@@ -10,12 +10,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch_geometric.data import Data
 
 from gnnperf.data import (
     FeatureScaler,
     LatencyDataset,
     dataset_stats,
     feature_names,
+    split_group,
     split_indices,
 )
 from gnnperf.errors import DatasetError
@@ -82,6 +84,27 @@ def test_splits_keep_models_together_and_val_off_test(small_root: Path) -> None:
         split_indices(ds, "leave-family-out", holdout="nope")
     with pytest.raises(DatasetError):
         split_indices(ds, "real-architectures")  # no hf-* models in this small set
+
+
+def test_seeds_with_the_same_graph_never_straddle_a_split() -> None:
+    """Two hf-* seeds drawing one shape differ only in weights: same group, same set."""
+    base = {"model_id": "hf-gpt2-000000", "onnx_sha256": "aaa", "onnx_graph_id": "g1"}
+    twin = {"model_id": "hf-gpt2-000001", "onnx_sha256": "bbb", "onnx_graph_id": "g1"}
+    assert split_group(base) == split_group(twin) == "g1"
+    assert split_group({"model_id": "m", "onnx_sha256": "s"}) == "s"  # older records
+    rows = []
+    for m in range(40):
+        graph = f"g{m // 2}"  # every graph measured from two seeds
+        for hw in ("a", "b"):
+            rows.append(Data(model_id=f"m{m}", family="f", hw_id=hw,
+                             group=split_group({"model_id": f"m{m}", "onnx_sha256": f"s{m}",
+                                                "onnx_graph_id": graph})))
+    for seed in range(5):
+        sets = split_indices(rows, "random", seed=seed, val_frac=0.2, test_frac=0.2)
+        owner: dict[str, int] = {}
+        for k, part in enumerate(sets):
+            for i in part:
+                assert owner.setdefault(str(rows[i].group), k) == k
 
 
 def test_scaler_is_fitted_on_given_graphs_only(small_root: Path) -> None:
