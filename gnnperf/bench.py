@@ -25,13 +25,12 @@ from tqdm import tqdm
 from .atomic import atomic_path, write_text
 from .baselines import LearnedKernelModel, Roofline, measured_kernel_sum
 from .data import LatencyDataset, dataset_stats, split_indices
-from .errors import GnnperfError
+from .errors import GnnperfError, one_line
 from .training import TrainConfig, metrics, train_model
 
 #: GNN variants on the kernel graph; ``gnn_onnx_graph`` trains ``gnn`` on operator graphs.
 GNN_VARIANTS = {"gnn": {}, "gnn_no_aux": {"aux_weight": 0.0}, "gnn_no_hw": {"use_hw": False}}
 BASELINES = ("measured_kernel_sum", "learned_kernel_sum", "roofline", "critical_path")
-NOT_RUN: dict[str, str] = {}
 
 
 @dataclass
@@ -126,8 +125,7 @@ def run(root: str | Path | None, out: Path, cfg: BenchConfig, command: str) -> d
     ds_onnx = LatencyDataset(root, graph="onnx")
     instances = _split_instances(ds, cfg)
     report: dict[str, Any] = {"dataset": ds.fingerprint, "command": command,
-                              "records": len(ds), "config": cfg.__dict__, "splits": {},
-                              "not_run": NOT_RUN}
+                              "records": len(ds), "config": cfg.__dict__, "splits": {}}
     raw: dict[str, Any] = {}
     def seeds_of(key: str) -> int:
         return cfg.holdout_seeds if key in ("leave_family_out", "leave_hw_out") else cfg.seeds
@@ -318,8 +316,6 @@ def _markdown(report: dict[str, Any]) -> str:
                 lines.append(f"| {holdout} | " + " | ".join(
                     f"{rows[m]['mape']:.2f}" for m in methods) + " |")
             lines.append("")
-    for method, why in report["not_run"].items():
-        lines.append(f"- `{method}` not run: {why}")
     return "\n".join(lines) + "\n"
 
 
@@ -330,7 +326,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None,
                     help="default: benchmarks/ (full run) or benchmarks/quick/ (--quick), so a "
                          "quick check never replaces the committed report")
+    ap.add_argument("--debug", action="store_true", help="show tracebacks")
     args = ap.parse_args(argv)
+    try:
+        return _run_cli(args)
+    except (GnnperfError, OSError) as exc:
+        if args.debug:
+            raise
+        print(f"gnnperf.bench: error: {one_line(exc)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("gnnperf.bench: interrupted", file=sys.stderr)
+        return 130
+
+
+def _run_cli(args: argparse.Namespace) -> int:
     if args.out is None:
         args.out = Path("benchmarks/quick") if args.quick else Path("benchmarks")
     cfg = QUICK if args.quick else BenchConfig()

@@ -148,10 +148,10 @@ def cmd_collect(args: argparse.Namespace) -> int:
         rpc_hw=HardwareSpec.coerce(str(args.rpc_hw)) if args.rpc_hw else None,
         per_kernel=not args.no_per_kernel,
         settings=settings, max_default_gflops=args.max_default_gflops,
-        redo_noisy=args.redo_noisy,
+        redo_noisy=args.redo_noisy, retry_failed=args.retry_failed,
     )
     print(summary.line())
-    return 0
+    return 1 if summary.all_failed else 0
 
 
 def cmd_dataset_stats(args: argparse.Namespace) -> int:
@@ -185,11 +185,12 @@ def cmd_dataset_remeasure(args: argparse.Namespace) -> int:
     summary = remeasure(root, args.count, seed=args.seed,
                         settings=MeasureSettings.waiting_at_most(args.quiet_timeout))
     print(summary.line())
-    return 0
+    return 1 if summary.all_failed else 0
 
 
 def cmd_train(args: argparse.Namespace) -> int:
     from .data import LatencyDataset
+    from .predict import DEFAULT_CHECKPOINT
     from .training import TrainConfig, save_checkpoint, train_model
 
     cfg = TrainConfig(split=args.split, holdout=args.holdout, epochs=args.epochs,
@@ -200,7 +201,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                       aux_share_power=args.aux_share_power)
     dataset = LatencyDataset(args.root)
     result = train_model(dataset, cfg)
-    path = save_checkpoint(result, cfg, dataset, args.out)
+    path = save_checkpoint(result, cfg, dataset, args.out or DEFAULT_CHECKPOINT.parent)
     m = result.metrics
     t = m["test"]
     print(f"dataset {dataset.fingerprint}: {m['train_graphs']} train / {m['val_graphs']} val / "
@@ -248,7 +249,7 @@ def cmd_hw(args: argparse.Namespace) -> int:
     if args.list:
         print(" ".join(supported_isas()))
         return 0
-    spec = HardwareSpec.local(args.isa, args.threads)
+    spec = HardwareSpec.local(args.isa, args.threads, remeasure=args.remeasure)
     _print_json({"hw_id": spec.hw_id, **spec.to_dict()})
     return 0
 
@@ -280,7 +281,9 @@ def add_train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default=d.device)
     p.add_argument("--max-minutes", type=float, default=d.max_minutes,
                    help="wall-clock budget for all members together")
-    p.add_argument("--out", type=Path, default=Path("checkpoints"))
+    p.add_argument("--out", type=Path, default=None,
+                   help="checkpoint folder (default: the package's checkpoints/, which "
+                        "predict reads)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -329,6 +332,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--redo-noisy", action="store_true",
                    help="measure again keys whose record predates the speed probe or was "
                         "taken under load or on a slowed host (the new record supersedes)")
+    p.add_argument("--retry-failed", action="store_true",
+                   help="try again keys that failed (budget skips excepted)")
     p.set_defaults(func=cmd_collect)
 
     p = sub.add_parser("train", help="train the latency GNN (same as python train.py)")
@@ -362,8 +367,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--isa", default=None)
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--list", action="store_true", help="list supported ISAs")
+    p.add_argument("--remeasure", action="store_true",
+                   help="run the micro-benchmarks again (best of 3) instead of using the cache; "
+                        "do it on a quiet machine")
     p.set_defaults(func=cmd_hw)
+    _accept_debug_anywhere(parser)
     return parser
+
+
+def _accept_debug_anywhere(parser: argparse.ArgumentParser) -> None:
+    """Let ``--debug`` follow the subcommand too (``gnnperf predict m.onnx --debug``)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                child.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                                   help="show tracebacks")
+                _accept_debug_anywhere(child)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

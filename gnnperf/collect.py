@@ -71,15 +71,19 @@ def is_noisy(record: dict[str, Any], settings: MeasureSettings | None = None) ->
             or float(record["whole"].get("cv", 0.0)) > s.max_cv)
 
 
-def done_keys(root: str | os.PathLike[str], redo_noisy: bool = False) -> set[str]:
+def done_keys(root: str | os.PathLike[str], redo_noisy: bool = False,
+              retry_failed: bool = False) -> set[str]:
     """Keys that already have a record, a failure or a re-measurement under ``root``.
 
     With ``redo_noisy``, a key whose newest record :func:`is_noisy` does not count, so
-    the collector measures it again (the newer record supersedes the older).
+    the collector measures it again (the newer record supersedes the older). With
+    ``retry_failed``, neither do failures other than ``budget`` skips (a compile error
+    fixed since, a timeout on a busy host).
     """
     if not Path(root).exists():
         return set()
-    done = {obj["key"] for obj in iter_lines(root, kinds=("failure", "remeasure"))}
+    done = {obj["key"] for obj in iter_lines(root, kinds=("failure", "remeasure"))
+            if not (retry_failed and obj["kind"] == "failure" and obj.get("stage") != "budget")}
     done |= {r["key"] for r in latest_records(root) if not (redo_noisy and is_noisy(r))}
     return done
 
@@ -116,6 +120,11 @@ class CollectSummary:
     seconds: float = 0.0
     failures: Counter[str] = field(default_factory=Counter)
 
+    @property
+    def all_failed(self) -> bool:
+        """Nothing was measured and something failed for a reason other than the budget."""
+        return self.done == 0 and self.failed > self.failures.get("budget", 0)
+
     def line(self) -> str:
         reasons = ", ".join(f"{k}: {v}" for k, v in self.failures.most_common())
         return (
@@ -144,6 +153,7 @@ class Collector:
         max_default_gflops: float = 0.4,
         shard_prefix: str | None = None,
         redo_noisy: bool = False,
+        retry_failed: bool = False,
     ) -> None:
         self.out = Path(out)
         self.builds = [BuildConfig.parse(b) for b in builds]
@@ -157,7 +167,7 @@ class Collector:
         self.max_default_gflops = max_default_gflops
         host = socket.gethostname().split(".")[0] or "host"
         self.writer = ShardWriter(self.out, shard_prefix or f"shard-{host}")
-        self.done = done_keys(self.out, redo_noisy=redo_noisy)
+        self.done = done_keys(self.out, redo_noisy=redo_noisy, retry_failed=retry_failed)
         self.graphs_written: set[str] = {
             obj["graph_id"] for obj in iter_lines(self.out, kinds=("graph", "onnx_graph"))
         } if self.out.exists() else set()
@@ -399,6 +409,7 @@ def collect(
     max_default_gflops: float = 0.4,
     progress: bool = True,
     redo_noisy: bool = False,
+    retry_failed: bool = False,
 ) -> CollectSummary:
     """Measure ``count`` seeds of every family on every (ISA, threads) and build."""
     for family in families:
@@ -408,7 +419,7 @@ def collect(
     start = time.time()
     collector = Collector(out, hw, builds, rpc=rpc, rpc_hw=rpc_hw, per_kernel=per_kernel,
                           settings=settings, max_default_gflops=max_default_gflops,
-                          redo_noisy=redo_noisy)
+                          redo_noisy=redo_noisy, retry_failed=retry_failed)
     total = len(families) * count * len(hw) * len(collector.builds)
     try:
         with tqdm(total=total, unit="rec", disable=not progress, smoothing=0.05) as bar:

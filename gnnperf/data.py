@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -23,8 +24,9 @@ import numpy as np
 import torch
 from torch_geometric.data import Data, InMemoryDataset
 
+from .atomic import atomic_path
 from .builds import BUILD_KINDS, BuildConfig
-from .errors import DatasetError
+from .errors import DatasetError, one_line
 from .features import KernelGraph, node_feature_names, node_feature_vector
 from .hardware import FEATURE_NAMES as HW_FEATURE_NAMES
 from .hardware import HardwareSpec
@@ -175,7 +177,16 @@ class LatencyDataset(InMemoryDataset):
         self.graph_kind = graph
         self._fingerprint = fingerprint(root)
         super().__init__(str(root), transform, force_reload=force_reload)
-        self.load(self.processed_paths[0])
+        try:
+            self.load(self.processed_paths[0])
+        except Exception:  # an unreadable cache (another torch, a disk error): rebuild it
+            Path(self.processed_paths[0]).unlink(missing_ok=True)
+            self.process()
+            try:
+                self.load(self.processed_paths[0])
+            except Exception as exc:
+                raise DatasetError(f"cannot read the processed dataset cache "
+                                   f"{self.processed_paths[0]}: {one_line(exc)}") from None
 
     @property
     def raw_dir(self) -> str:
@@ -220,7 +231,17 @@ class LatencyDataset(InMemoryDataset):
             items.append(data)
         if not items:
             raise DatasetError(f"no records in {self.raw_dir}")
-        self.save(items, self.processed_paths[0])
+        target = Path(self.processed_paths[0])
+        with atomic_path(target) as tmp:
+            self.save(items, str(tmp))
+        self._prune_stale_caches(target)
+
+    def _prune_stale_caches(self, keep: Path) -> None:
+        """Caches of older shard contents (same graph kind) are never read again."""
+        pattern = re.compile(r"data-[0-9a-f]{16}" + re.escape(keep.name[len("data-") + 16:]))
+        for path in keep.parent.glob("data-*.pt"):
+            if path != keep and pattern.fullmatch(path.name):
+                path.unlink(missing_ok=True)
 
 
 # -- splits ---------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from .data import graph_to_data
 from .errors import BuildConfigError
 from .features import KernelGraph, extract_graph
 from .hardware import FEATURE_NAMES as HW_FEATURE_NAMES
-from .hardware import HardwareSpec
+from .hardware import ISA_LEVELS, HardwareSpec
 from .lowering import lower_onnx
 from .model import EnsembleGNN
 from .training import interval_ms, load_checkpoint, model_from_checkpoint
@@ -74,6 +74,18 @@ class Predictor:
         self.model, self.scaler = model_from_checkpoint(self.payload)
         self.sigma_scale = float(self.payload["sigma_scale"])
         self.coverage = float(self.payload["interval_coverage"])
+
+    @property
+    def trained_isas(self) -> list[str]:
+        """ISAs of the training hardware (older checkpoints: read off the hw ranges)."""
+        if "isas" in self.payload:
+            return list(self.payload["isas"])
+        lo, hi = self.payload["hw_ranges"]["isa_level"]
+        return list(ISA_LEVELS)[int(lo): int(hi) + 1]
+
+    def resolve_hw(self, hw: HardwareSpec | dict[str, Any] | str) -> HardwareSpec:
+        """A spec for ``hw``; ``"local"`` without an ISA takes the newest trained one."""
+        return HardwareSpec.coerce(hw, prefer=self.trained_isas)
 
     def check_inputs(self, hw: HardwareSpec, build: str, gflop: float | None = None
                      ) -> list[str]:
@@ -163,14 +175,14 @@ def predict(
 ) -> Prediction:
     """Predict the latency of an ONNX model on ``hw`` with the given build configuration.
 
-    ``hw`` is a :class:`HardwareSpec`, its dict, or an id: ``"local"`` (this machine, best
-    ISA, all cores), ``"local/x86-64-v3/1t"``, ... The time taken (lowering included) is
-    in ``predict_s``.
+    ``hw`` is a :class:`HardwareSpec`, its dict, or an id: ``"local"`` (this machine, all
+    cores, the newest ISA it shares with the training hardware),
+    ``"local/x86-64-v3/1t"``, ... The time taken (lowering included) is in ``predict_s``.
     """
     start = time.perf_counter()
     build = str(BuildConfig.parse(build))
-    spec = HardwareSpec.coerce(hw)
     predictor = _predictor(checkpoint)
+    spec = predictor.resolve_hw(hw)
     graph = lower_for_prediction(onnx_path, spec, build, input_shapes)
     result = predictor.predict_graphs([(graph, spec)])[0]
     result.predict_s = time.perf_counter() - start
@@ -185,8 +197,8 @@ def predict_many(
 ) -> list[Prediction]:
     """Predict a batch; already-lowered :class:`KernelGraph` items skip lowering."""
     build = str(BuildConfig.parse(build))
-    spec = HardwareSpec.coerce(hw)
     predictor = _predictor(checkpoint)
+    spec = predictor.resolve_hw(hw)
     for m in models:
         if isinstance(m, KernelGraph) and m.build != build:
             raise BuildConfigError(f"a graph lowered for build '{m.build}' was passed to "

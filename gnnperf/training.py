@@ -32,6 +32,7 @@ from .builds import BuildConfig
 from .data import FeatureScaler, LatencyDataset, feature_names, split_indices
 from .errors import CheckpointError, GnnperfError, one_line
 from .hardware import FEATURE_NAMES as HW_FEATURE_NAMES
+from .hardware import ISA_LEVELS
 from .model import EnsembleGNN, LatencyGNN, ModelConfig
 
 #: Version of the checkpoint layout (2: an ensemble of members).
@@ -341,6 +342,13 @@ def gflop_ranges(dataset: LatencyDataset, indices: list[int]) -> dict[str, list[
     return out
 
 
+def trained_isas(dataset: LatencyDataset, indices: list[int]) -> list[str]:
+    """The ISAs of the training hardware, oldest first (``local`` predictions pick from them)."""
+    col = len(HW_FEATURE_NAMES) - HW_FEATURE_NAMES.index("isa_level")
+    levels = {round(float(dataset[i].x[0, -col])) for i in indices}
+    return [isa for level, isa in enumerate(ISA_LEVELS) if level in levels]
+
+
 def save_checkpoint(result: TrainResult, cfg: TrainConfig, dataset: LatencyDataset,
                     out: str | os.PathLike[str]) -> Path:
     """Write ``gnnperf.pt`` and ``metrics.json`` into ``out`` (temp files, then rename)."""
@@ -362,6 +370,7 @@ def save_checkpoint(result: TrainResult, cfg: TrainConfig, dataset: LatencyDatas
         "hw_ranges": hw_ranges(dataset, result.indices["train"]),
         "gflop_ranges": gflop_ranges(dataset, result.indices["train"]),
         "builds": sorted({dataset[i].build for i in result.indices["train"]}),
+        "isas": trained_isas(dataset, result.indices["train"]),
         "metrics": result.metrics,
     }
     with atomic_path(out / "gnnperf.pt") as tmp:

@@ -103,3 +103,15 @@ def test_methods_are_scored_on_the_same_models() -> None:
     # the model the oracle lacks is dropped for both: 'other' is off by 50% on one of two
     assert table["other"]["mape"] == pytest.approx(25.0)
     assert table["oracle"]["mape"] == pytest.approx(0.0)
+
+
+def test_bench_command_line_reports_bad_input_in_one_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "gnnperf.bench", "--quick", "--root",
+                           str(tmp_path), "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and "no shards" in proc.stderr
+    assert not (tmp_path / "out" / "report.json").exists()

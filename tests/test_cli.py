@@ -121,3 +121,10 @@ def test_bad_targets_give_exit_2(args: list[str], needle: str, cnn_onnx: Path) -
 def test_debug_shows_the_traceback(tmp_path: Path) -> None:
     proc = run_cli("--debug", "graph", str(tmp_path / "missing.onnx"))
     assert proc.returncode != 0 and "Traceback" in proc.stderr
+    # after the subcommand too, nested ones included
+    proc = run_cli("graph", str(tmp_path / "missing.onnx"), "--debug")
+    assert proc.returncode != 0 and "Traceback" in proc.stderr
+    proc = run_cli("dataset", "stats", "--root", str(tmp_path), "--debug")
+    assert proc.returncode != 0 and "Traceback" in proc.stderr
+    proc = run_cli("dataset", "stats", "--root", str(tmp_path))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr

@@ -144,3 +144,20 @@ def test_a_redone_key_supersedes_its_noisy_record(tmp_path: Path) -> None:
     assert [r["key"] for r in latest] == ["m|hw|b", "n|hw|b", "l|hw|b"]  # first-recorded order
     assert latest[0]["whole"]["median_ms"] == 1.5
     assert len(list(iter_lines(tmp_path, kinds=("record",)))) == 4
+
+
+def test_failures_are_retried_on_request_except_budget_skips(tmp_path: Path) -> None:
+    with ShardWriter(tmp_path, "shard-t") as writer:
+        writer.append({"kind": "failure", "key": "c|hw|b", "stage": "compile"})
+        writer.append({"kind": "failure", "key": "g|hw|b", "stage": "budget"})
+    assert done_keys(tmp_path) == {"c|hw|b", "g|hw|b"}
+    assert done_keys(tmp_path, retry_failed=True) == {"g|hw|b"}
+
+
+def test_a_run_where_everything_failed_is_reported_as_such() -> None:
+    from gnnperf.collect import CollectSummary
+
+    assert not CollectSummary(done=0, failed=4, failures=Counter(budget=4)).all_failed
+    assert CollectSummary(done=0, failed=4, failures=Counter(budget=2, measure=2)).all_failed
+    assert not CollectSummary(done=1, failed=4, failures=Counter(measure=4)).all_failed
+    assert not CollectSummary().all_failed

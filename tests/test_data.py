@@ -157,3 +157,19 @@ def test_onnx_operator_graphs_line_up_with_kernel_records(small_root: Path) -> N
     assert any(b.num_nodes > a.num_nodes for a, b in zip(kernel, onnx_ds, strict=True))
     with pytest.raises(DatasetError):
         LatencyDataset(small_root, graph="relay")
+
+
+def test_processed_cache_is_pruned_and_rebuilt_when_unreadable(small_root: Path,
+                                                              tmp_path: Path) -> None:
+    root = tmp_path / "copy"
+    shutil.copytree(small_root / "shards", root / "shards")
+    first = LatencyDataset(root)
+    stale = Path(first.processed_paths[0])
+    ShardWriter(root / "shards", "extra").append({"kind": "failure", "key": "x"})
+    second = LatencyDataset(root)
+    current = Path(second.processed_paths[0])
+    assert not stale.exists() and current.exists()  # the old cache was pruned
+    current.write_bytes(b"not a torch file")
+    third = LatencyDataset(root)  # a corrupt cache is rebuilt, not an opaque error
+    assert len(third) == len(second)
+    assert [p.name for p in current.parent.glob("data-*.pt")] == [current.name]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from gnnperf.errors import HardwareError
@@ -60,6 +62,37 @@ def test_isa_the_cpu_lacks_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(hw, "_cpu_flags", lambda: {"sse2"})
     with pytest.raises(HardwareError, match="does not support ISA 'x86-64-v3'"):
         HardwareSpec.local("x86-64-v3", 1, measure=False)
+
+
+def test_default_isa_prefers_the_given_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gnnperf.hardware as hw
+
+    monkeypatch.setattr(hw, "_cpu_flags", lambda: V3_FLAGS)
+    assert HardwareSpec.local(threads=1, measure=False).isa == "x86-64-v3"
+    prefer = ["x86-64-v2"]
+    assert HardwareSpec.local(threads=1, measure=False, prefer=prefer).isa == "x86-64-v2"
+    # a preference the CPU cannot run falls back to its best ISA
+    assert HardwareSpec.local(threads=1, measure=False, prefer=["x86-64-v4"]).isa == "x86-64-v3"
+
+
+def test_missing_spec_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(HardwareError, match="no hardware spec file"):
+        HardwareSpec.coerce(f"{tmp_path}/nope.json")
+
+
+def test_figures_are_the_best_of_several_runs_and_can_be_remeasured(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import gnnperf.hardware as hw
+
+    monkeypatch.setenv("GNNPERF_CACHE_DIR", str(tmp_path))
+    runs = iter([(10.0, 5.0), (30.0, 4.0), (20.0, 6.0), (50.0, 1.0), (40.0, 2.0), (45.0, 3.0)])
+    monkeypatch.setattr(hw, "_probe", lambda isa, threads: next(runs))
+    spec = HardwareSpec.local("x86-64", 1)
+    assert (spec.peak_gflops, spec.mem_bw_gbs) == (30.0, 6.0)
+    assert HardwareSpec.local("x86-64", 1) == spec  # cached: no probe runs
+    again = HardwareSpec.local("x86-64", 1, remeasure=True)
+    assert (again.peak_gflops, again.mem_bw_gbs) == (50.0, 3.0)
+    assert HardwareSpec.local("x86-64", 1).peak_gflops == 50.0
 
 
 def test_malformed_spec_dicts() -> None:

@@ -119,6 +119,9 @@ def test_checkpoint_round_trip_and_prediction(trained: Path, cnn_onnx: Path) -> 
     assert r.hw_id == "local/x86-64-v3/1t" and r.build == "sampled:0"
     assert r.kernels and all(k.ms > 0 for k in r.kernels)
     assert r.predict_s > 0
+    # "local" takes the newest ISA the checkpoint was trained on, not the CPU's best
+    assert payload["isas"] == ["x86-64-v3"]
+    assert Predictor(trained).resolve_hw("local").isa == "x86-64-v3"
     # predict_many on an already-lowered graph gives the same answer
     hw = HardwareSpec.from_id("local/x86-64-v3/1t")
     graph = extract_graph(lower_onnx(cnn_onnx, hw, "sampled:0"))
