@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from gnnperf.atomic import write_text
 from gnnperf.features import extract_graph
 from gnnperf.hardware import HardwareSpec
 from gnnperf.lowering import compile_lowered, export_executable, lower
@@ -135,7 +136,7 @@ def main() -> None:
                               f"compile {row['compile_s']:.1f}s measure {row['measure_s']:.1f}s "
                               f"load {row['other_load'] * 100:.0f}%", flush=True)
     if args.out:
-        args.out.write_text(json.dumps(rows, indent=1))
+        write_text(args.out, json.dumps(rows, indent=1))
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from tqdm import tqdm
 from .atomic import atomic_path, write_text
 from .baselines import LearnedKernelModel, Roofline, measured_kernel_sum
 from .data import LatencyDataset, dataset_stats, split_indices
-from .errors import GnnperfError, one_line
+from .errors import GnnperfError
 from .training import TrainConfig, metrics, train_model
 
 #: GNN variants on the kernel graph; ``gnn_onnx_graph`` trains ``gnn`` on operator graphs.
@@ -320,27 +320,14 @@ def _markdown(report: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="GNN vs additive baselines on every split")
-    ap.add_argument("--quick", action="store_true", help="one seed, few epochs, few holdouts")
-    ap.add_argument("--root", type=Path, default=None)
-    ap.add_argument("--out", type=Path, default=None,
-                    help="default: benchmarks/ (full run) or benchmarks/quick/ (--quick), so a "
-                         "quick check never replaces the committed report")
-    ap.add_argument("--debug", action="store_true", help="show tracebacks")
-    args = ap.parse_args(argv)
-    try:
-        return _run_cli(args)
-    except (GnnperfError, OSError) as exc:
-        if args.debug:
-            raise
-        print(f"gnnperf.bench: error: {one_line(exc)}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("gnnperf.bench: interrupted", file=sys.stderr)
-        return 130
+    """``python -m gnnperf.bench``: the same as ``gnnperf bench``."""
+    from .cli import main as cli_main
+
+    return cli_main(["bench", *(sys.argv[1:] if argv is None else argv)])
 
 
-def _run_cli(args: argparse.Namespace) -> int:
+def run_from_args(args: argparse.Namespace) -> int:
+    """Run the benchmark for parsed :func:`add_bench_args` options; print the random split."""
     if args.out is None:
         args.out = Path("benchmarks/quick") if args.quick else Path("benchmarks")
     cfg = QUICK if args.quick else BenchConfig()

@@ -243,6 +243,12 @@ def cmd_predict(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from .bench import run_from_args
+
+    return run_from_args(args)
+
+
 def cmd_hw(args: argparse.Namespace) -> int:
     from .hardware import HardwareSpec, supported_isas
 
@@ -362,6 +368,15 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--seed", type=int, default=0)
     q.add_argument("--quiet-timeout", type=float, default=float("inf"))
     q.set_defaults(func=cmd_dataset_remeasure)
+
+    p = sub.add_parser("bench", help="GNN vs additive baselines and ablations on every split "
+                                     "(same as python -m gnnperf.bench)")
+    p.add_argument("--quick", action="store_true", help="one seed, few epochs, few holdouts")
+    p.add_argument("--root", type=Path, default=None, help="dataset folder (default: shipped)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="default: benchmarks/ (full run) or benchmarks/quick/ (--quick), so a "
+                        "quick check never replaces the committed report")
+    p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("hw", help="show this machine's hardware spec (measures once, cached)")
     p.add_argument("--isa", default=None)

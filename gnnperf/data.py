@@ -57,10 +57,6 @@ def build_feature_vector(build: str) -> list[float]:
     return [1.0 if kind == k else 0.0 for k in BUILD_KINDS]
 
 
-def family_of(model_id: str) -> str:
-    return model_id.rsplit("-", 1)[0]
-
-
 def graph_to_data(graph: KernelGraph, hw: HardwareSpec, build: str | None = None) -> Data:
     """Node features (kernel ⊕ build ⊕ hardware), dataflow edges with log bytes; no labels.
 
@@ -418,7 +414,9 @@ def dataset_stats(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     # apart, since they also hold host slowdowns the probe now rejects.
     noise_pairs_used = probed or unprobed
     noise_mape, noise_by = _noise_floor(noise_pairs_used)
-    sizes = {str(p.relative_to(root)): p.stat().st_size for p in shard_paths(root)}
+    sizes = [p.stat().st_size for p in shard_paths(shards)]
+    noise_sizes = ([p.stat().st_size for p in shard_paths(root / "noise")]
+                   if (root / "noise").is_dir() else [])
     return {
         "records": len(records),
         "models": len({r["model_id"] for r in records}),
@@ -441,6 +439,8 @@ def dataset_stats(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
         "per_hw": dict(sorted(per_hw.items())),
         "per_build": dict(sorted(per_build.items())),
         "cpu_models": sorted({r["hw"]["cpu_model"] for r in records}),
-        "shard_bytes": sum(sizes.values()),
+        "shard_bytes": sum(sizes),
         "shards": len(sizes),
+        "noise_shard_bytes": sum(noise_sizes),
+        "noise_shards": len(noise_sizes),
     }

@@ -60,6 +60,10 @@ class CheckpointError(GnnperfError):
     """A checkpoint is missing, malformed or does not fit the features."""
 
 
+class TrainingConfigError(GnnperfError):
+    """Training options out of range (epochs, patience, widths, fractions, loss)."""
+
+
 def one_line(exc: BaseException, limit: int = 300) -> str:
     """An exception's message on one line: the CLI prints exactly one.
 

@@ -17,7 +17,6 @@ import platform
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -146,13 +145,10 @@ class HardwareSpec:
     @classmethod
     def local(
         cls, isa: str | None = None, threads: int | None = None, *, measure: bool = True,
-        prefer: Sequence[str] = (), remeasure: bool = False,
+        remeasure: bool = False,
     ) -> HardwareSpec:
-        """This machine at ``isa`` and ``threads`` (default: all).
+        """This machine at ``isa`` (default: best supported) and ``threads`` (default: all).
 
-        The default ISA is the best one the CPU supports among ``prefer`` (a predictor
-        passes the ISAs it was trained on, so an AVX-512 host is not described as an
-        ISA it never saw), or the best supported one when ``prefer`` has none.
         Raises :class:`HardwareError` for an ISA the CPU lacks or more threads than cores.
         Peak FLOP/s and bandwidth are measured once per (CPU, ISA, threads) and cached
         (``remeasure`` measures again); ``measure=False`` leaves them at 0 (for listing,
@@ -162,7 +158,7 @@ class HardwareSpec:
         if isa is None:
             if not isas:
                 raise HardwareError("cannot determine this CPU's ISA level")
-            isa = ([i for i in isas if i in prefer] or isas)[-1]
+            isa = isas[-1]
         _check_isa(isa)
         if isa not in isas:
             raise HardwareError(
@@ -184,7 +180,7 @@ class HardwareSpec:
         )
 
     @classmethod
-    def from_id(cls, hw_id: str, prefer: Sequence[str] = ()) -> HardwareSpec:
+    def from_id(cls, hw_id: str) -> HardwareSpec:
         """Parse ``local``, ``local/ISA`` or ``local/ISA/Nt`` into a measured local spec."""
         parts = hw_id.strip().split("/")
         if parts[0] != "local" or len(parts) > 3:
@@ -199,13 +195,11 @@ class HardwareSpec:
             if not tok.isdigit():
                 raise HardwareError(f"bad thread count '{parts[2]}' in hardware id '{hw_id}'")
             threads = int(tok)
-        return cls.local(isa, threads, prefer=prefer)
+        return cls.local(isa, threads)
 
     @classmethod
-    def coerce(cls, hw: HardwareSpec | dict[str, Any] | str, prefer: Sequence[str] = ()
-               ) -> HardwareSpec:
-        """Accept a spec, its dict, a JSON file path, or an id string (``prefer``: see
-        :meth:`local`)."""
+    def coerce(cls, hw: HardwareSpec | dict[str, Any] | str) -> HardwareSpec:
+        """Accept a spec, its dict, a JSON file path, or an id string."""
         if isinstance(hw, HardwareSpec):
             return hw
         if isinstance(hw, dict):
@@ -215,7 +209,7 @@ class HardwareSpec:
                 if not Path(hw).is_file():
                     raise HardwareError(f"no hardware spec file '{hw}'")
                 return cls.from_json(Path(hw).read_text())
-            return cls.from_id(hw, prefer)
+            return cls.from_id(hw)
         raise HardwareError(f"cannot use {type(hw).__name__} as a hardware spec")
 
     # -- serialisation ----------------------------------------------------------------------

@@ -631,7 +631,6 @@ def measure_library(
     per_kernel: bool = False,
     settings: MeasureSettings | None = None,
     worker: MeasureWorker | None = None,
-    wait_quiet: bool = True,
 ) -> Measurement:
     """Measure a compiled library locally at ``threads``, guarding against a busy machine."""
     settings = settings or MeasureSettings()
@@ -647,8 +646,7 @@ def measure_library(
             payload = {"lib": str(Path(lib_path).resolve()), "inputs": str(inputs),
                        "per_kernel": per_kernel, "settings": settings.to_dict()}
             for attempt in range(1, settings.max_attempts + 1):
-                if wait_quiet:
-                    wait_for_quiet(settings.max_other_load, settings.quiet_timeout_s)
+                wait_for_quiet(settings.max_other_load, settings.quiet_timeout_s)
                 probe = LoadProbe()
                 reply = worker.request(payload, settings.timeout_s)
                 load = probe.other_load()

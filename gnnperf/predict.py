@@ -26,7 +26,7 @@ from .data import graph_to_data
 from .errors import BuildConfigError
 from .features import KernelGraph, extract_graph
 from .hardware import FEATURE_NAMES as HW_FEATURE_NAMES
-from .hardware import ISA_LEVELS, HardwareSpec
+from .hardware import ISA_LEVELS, HardwareSpec, supported_isas
 from .lowering import lower_onnx
 from .model import EnsembleGNN
 from .training import interval_ms, load_checkpoint, model_from_checkpoint
@@ -83,10 +83,6 @@ class Predictor:
         lo, hi = self.payload["hw_ranges"]["isa_level"]
         return list(ISA_LEVELS)[int(lo): int(hi) + 1]
 
-    def resolve_hw(self, hw: HardwareSpec | dict[str, Any] | str) -> HardwareSpec:
-        """A spec for ``hw``; ``"local"`` without an ISA takes the newest trained one."""
-        return HardwareSpec.coerce(hw, prefer=self.trained_isas)
-
     def check_inputs(self, hw: HardwareSpec, build: str, gflop: float | None = None
                      ) -> list[str]:
         """Reasons why a prediction may be unreliable (empty when in distribution)."""
@@ -97,6 +93,12 @@ class Predictor:
         if gflop is not None and seen and not seen[0] / 4 <= gflop <= seen[1] * 4:
             reasons.append(f"the model's {gflop:.3g} GFLOP is far outside the "
                            f"{seen[0]:.3g}..{seen[1]:.3g} GFLOP of the '{build}' training models")
+        isas = self.trained_isas
+        if hw.isa not in isas:
+            usable = [i for i in isas if i in supported_isas()] if hw.host == "local" else []
+            hint = f"; local/{usable[-1]} is an in-distribution target here" if usable else ""
+            reasons.append(f"ISA {hw.isa} was not in the training hardware "
+                           f"({', '.join(isas)}){hint}")
         for name, value in zip(HW_FEATURE_NAMES, hw.feature_vector(), strict=True):
             lo, hi = self.payload["hw_ranges"][name]
             span = max(hi - lo, 1e-9)
@@ -175,14 +177,14 @@ def predict(
 ) -> Prediction:
     """Predict the latency of an ONNX model on ``hw`` with the given build configuration.
 
-    ``hw`` is a :class:`HardwareSpec`, its dict, or an id: ``"local"`` (this machine, all
-    cores, the newest ISA it shares with the training hardware),
-    ``"local/x86-64-v3/1t"``, ... The time taken (lowering included) is in ``predict_s``.
+    ``hw`` is a :class:`HardwareSpec`, its dict, or an id: ``"local"`` (this machine, best
+    ISA, all cores), ``"local/x86-64-v3/1t"``, ... The time taken (lowering included) is
+    in ``predict_s``. An ISA or figures outside the training hardware give a warning.
     """
     start = time.perf_counter()
     build = str(BuildConfig.parse(build))
+    spec = HardwareSpec.coerce(hw)
     predictor = _predictor(checkpoint)
-    spec = predictor.resolve_hw(hw)
     graph = lower_for_prediction(onnx_path, spec, build, input_shapes)
     result = predictor.predict_graphs([(graph, spec)])[0]
     result.predict_s = time.perf_counter() - start
@@ -197,8 +199,8 @@ def predict_many(
 ) -> list[Prediction]:
     """Predict a batch; already-lowered :class:`KernelGraph` items skip lowering."""
     build = str(BuildConfig.parse(build))
+    spec = HardwareSpec.coerce(hw)
     predictor = _predictor(checkpoint)
-    spec = predictor.resolve_hw(hw)
     for m in models:
         if isinstance(m, KernelGraph) and m.build != build:
             raise BuildConfigError(f"a graph lowered for build '{m.build}' was passed to "

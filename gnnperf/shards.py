@@ -5,11 +5,14 @@ appended line, so a kill at any moment leaves either the old or the new shard on
 disk, never a torn one; a line whose checksum does not match (hand edits, disk
 errors) is skipped with a warning rather than poisoning the dataset.
 
-Three line kinds share a shard:
+Four line kinds share a shard:
 
 - ``graph``: a kernel graph, content-addressed by ``graph_id`` so that the thread
   counts of one (model, ISA, build) share one copy;
-- ``record``: one label, a (model, hardware, build) key, pointing at its graph;
+- ``onnx_graph``: the model's unfused operator graph (weights left out), content-addressed
+  the same way, for the operator-graph ablation and for grouping splits;
+- ``record``: one label, a (model, hardware, build) key, pointing at its kernel graph
+  (``graph_id``) and operator graph (``onnx_graph_id``);
 - ``failure``: a (model, hardware, build) key that could not be measured, and why.
 
 A key measured again (``gnnperf collect --redo-noisy``) gets a second ``record``

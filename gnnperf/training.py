@@ -30,7 +30,7 @@ from tqdm import tqdm
 from .atomic import atomic_path, write_text
 from .builds import BuildConfig
 from .data import FeatureScaler, LatencyDataset, feature_names, split_indices
-from .errors import CheckpointError, GnnperfError, one_line
+from .errors import CheckpointError, GnnperfError, TrainingConfigError, one_line
 from .hardware import FEATURE_NAMES as HW_FEATURE_NAMES
 from .hardware import ISA_LEVELS
 from .model import EnsembleGNN, LatencyGNN, ModelConfig
@@ -73,6 +73,29 @@ class TrainConfig:
     huber_delta: float = 0.1
     correction_weight: float = 0.0  # L2 on the non-additive part of the whole-model head
     aux_share_power: float = 0.5  # kernel errors weighted by (share of the kernel sum)^power
+
+    def __post_init__(self) -> None:
+        positive = {"epochs": self.epochs, "patience": self.patience,
+                    "batch_size": self.batch_size, "hidden": self.hidden,
+                    "layers": self.layers, "ensemble": self.ensemble, "lr": self.lr,
+                    "max_minutes": self.max_minutes}
+        for name, value in positive.items():
+            if not value > 0:
+                raise TrainingConfigError(f"{name} must be positive, got {value}")
+        for name, value in {"val_frac": self.val_frac, "test_frac": self.test_frac}.items():
+            if not 0 < value < 1:
+                raise TrainingConfigError(f"{name} must be between 0 and 1, got {value}")
+        if self.val_frac + self.test_frac >= 1:
+            raise TrainingConfigError("val_frac + test_frac leave no training data")
+        for name, value in {"aux_weight": self.aux_weight, "dropout": self.dropout,
+                            "weight_decay": self.weight_decay, "ema": self.ema,
+                            "correction_weight": self.correction_weight}.items():
+            if not value >= 0:
+                raise TrainingConfigError(f"{name} must not be negative, got {value}")
+        if self.dropout >= 1 or self.ema >= 1:
+            raise TrainingConfigError("dropout and ema must be below 1")
+        if self.loss not in ("mse", "huber"):
+            raise TrainingConfigError(f"unknown loss '{self.loss}'; use mse or huber")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

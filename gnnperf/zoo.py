@@ -20,8 +20,6 @@ import hashlib
 import io
 import json
 import math
-import os
-import tempfile
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -35,6 +33,7 @@ from torch import nn
 from torch.nn import functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from gnnperf.atomic import write_bytes
 from gnnperf.errors import ModelLoadError
 
 __all__ = [
@@ -1825,21 +1824,8 @@ def export_onnx(spec: ModelSpec, path: str | Path | None = None) -> onnx.ModelPr
             )
     proto = onnx.load_from_string(buf.getvalue())
     if path is not None:
-        _atomic_write(Path(path), proto.SerializeToString())
+        write_bytes(path, proto.SerializeToString())
     return proto
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600 files
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def onnx_sha256(model: onnx.ModelProto) -> str:

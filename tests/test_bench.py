@@ -105,13 +105,16 @@ def test_methods_are_scored_on_the_same_models() -> None:
     assert table["oracle"]["mape"] == pytest.approx(0.0)
 
 
-def test_bench_command_line_reports_bad_input_in_one_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", [["-m", "gnnperf.bench"], ["-m", "gnnperf", "bench"]])
+def test_bench_command_line_reports_bad_input_in_one_line(command: list[str],
+                                                          tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-m", "gnnperf.bench", "--quick", "--root",
-                           str(tmp_path), "--out", str(tmp_path / "out")],
+    proc = subprocess.run([sys.executable, *command, "--quick", "--root", str(tmp_path),
+                           "--out", str(tmp_path / "out")],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and "no shards" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "out" / "report.json").exists()

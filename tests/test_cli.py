@@ -128,3 +128,52 @@ def test_debug_shows_the_traceback(tmp_path: Path) -> None:
     assert proc.returncode != 0 and "Traceback" in proc.stderr
     proc = run_cli("dataset", "stats", "--root", str(tmp_path))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
+
+
+def test_predict_command_with_the_shipped_checkpoint(cnn_onnx: Path) -> None:
+    proc = run_cli("predict", str(cnn_onnx), "--hw", "local/x86-64-v3/1t", "--build",
+                   "sampled:0", "--json")
+    assert proc.returncode == 0, proc.stderr
+    r = json.loads(proc.stdout)
+    assert 0 < r["low_ms"] <= r["latency_ms"] <= r["high_ms"]
+    assert r["hw_id"] == "local/x86-64-v3/1t" and r["build"] == "sampled:0"
+    assert len(r["kernels"]) > 0
+    text = run_cli("predict", str(cnn_onnx), "--hw", "local/x86-64-v3/1t", "--build",
+                   "sampled:0", "--kernels")
+    assert text.returncode == 0 and " ms [" in text.stdout
+    assert len(text.stdout.strip().splitlines()) == 1 + len(r["kernels"])
+
+
+def test_hw_command_prints_a_spec_predict_accepts(tmp_path: Path) -> None:
+    listed = run_cli("hw", "--list")
+    assert listed.returncode == 0 and "x86-64" in listed.stdout.split()
+    proc = run_cli("hw", "--isa", "x86-64-v2", "--threads", "1")
+    assert proc.returncode == 0, proc.stderr
+    spec = json.loads(proc.stdout)
+    assert spec["hw_id"] == "local/x86-64-v2/1t" and spec["peak_gflops"] > 0
+    path = tmp_path / "hw.json"
+    path.write_text(proc.stdout)
+    from gnnperf.hardware import HardwareSpec
+
+    assert HardwareSpec.coerce(str(path)).hw_id == "local/x86-64-v2/1t"
+
+
+def test_dataset_stats_command(small_root: Path) -> None:
+    proc = run_cli("dataset", "stats", "--root", str(small_root), "--json")
+    assert proc.returncode == 0, proc.stderr
+    stats = json.loads(proc.stdout)
+    assert stats["records"] > 0 and stats["families"] == 2 and stats["builds"] == 1
+    assert stats["per_family"].keys() == {"squeezenet", "mixer"}
+    text = run_cli("dataset", "stats", "--root", str(small_root))
+    assert text.returncode == 0 and f"{stats['records']} records" in text.stdout
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--epochs", "0"], "epochs must be positive"),
+    (["--hidden", "-4"], "hidden must be positive"),
+    (["--loss", "l1"], "invalid choice"),
+])
+def test_train_rejects_bad_options(args: list[str], needle: str, tmp_path: Path) -> None:
+    proc = run_cli("train", "--root", str(tmp_path), "--out", str(tmp_path / "ck"), *args)
+    assert proc.returncode == 2 and needle in proc.stderr
+    assert not (tmp_path / "ck").exists()

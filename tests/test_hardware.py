@@ -64,17 +64,6 @@ def test_isa_the_cpu_lacks_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
         HardwareSpec.local("x86-64-v3", 1, measure=False)
 
 
-def test_default_isa_prefers_the_given_ones(monkeypatch: pytest.MonkeyPatch) -> None:
-    import gnnperf.hardware as hw
-
-    monkeypatch.setattr(hw, "_cpu_flags", lambda: V3_FLAGS)
-    assert HardwareSpec.local(threads=1, measure=False).isa == "x86-64-v3"
-    prefer = ["x86-64-v2"]
-    assert HardwareSpec.local(threads=1, measure=False, prefer=prefer).isa == "x86-64-v2"
-    # a preference the CPU cannot run falls back to its best ISA
-    assert HardwareSpec.local(threads=1, measure=False, prefer=["x86-64-v4"]).isa == "x86-64-v3"
-
-
 def test_missing_spec_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(HardwareError, match="no hardware spec file"):
         HardwareSpec.coerce(f"{tmp_path}/nope.json")
