@@ -149,6 +149,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
         per_kernel=not args.no_per_kernel,
         settings=settings, max_default_gflops=args.max_default_gflops,
         redo_noisy=args.redo_noisy, retry_failed=args.retry_failed,
+        host_tag=args.host_tag,
     )
     print(summary.line())
     return 1 if summary.all_failed else 0
@@ -340,6 +341,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "taken under load or on a slowed host (the new record supersedes)")
     p.add_argument("--retry-failed", action="store_true",
                    help="try again keys that failed (budget skips excepted)")
+    p.add_argument("--host-tag", default=None, metavar="TAG",
+                   help="hardware ids TAG/ISA/Nt instead of local/ISA/Nt, for a machine whose "
+                        "CPU differs from the one that collected the dataset so far")
     p.set_defaults(func=cmd_collect)
 
     p = sub.add_parser("train", help="train the latency GNN (same as python train.py)")

@@ -10,14 +10,16 @@ skipped, so an interrupted run resumes where it stopped.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import platform
+import re
 import socket
 import tempfile
 import time
 import traceback
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,20 +74,47 @@ def is_noisy(record: dict[str, Any], settings: MeasureSettings | None = None) ->
 
 
 def done_keys(root: str | os.PathLike[str], redo_noisy: bool = False,
-              retry_failed: bool = False) -> set[str]:
+              retry_failed: bool = False,
+              records: Sequence[dict[str, Any]] | None = None) -> set[str]:
     """Keys that already have a record, a failure or a re-measurement under ``root``.
 
     With ``redo_noisy``, a key whose newest record :func:`is_noisy` does not count, so
     the collector measures it again (the newer record supersedes the older). With
     ``retry_failed``, neither do failures other than ``budget`` skips (a compile error
-    fixed since, a timeout on a busy host).
+    fixed since, a timeout on a busy host). ``records`` saves reading the newest records
+    of ``root`` again when the caller has them.
     """
     if not Path(root).exists():
         return set()
     done = {obj["key"] for obj in iter_lines(root, kinds=("failure", "remeasure"))
             if not (retry_failed and obj["kind"] == "failure" and obj.get("stage") != "budget")}
-    done |= {r["key"] for r in latest_records(root) if not (redo_noisy and is_noisy(r))}
+    if records is None:
+        records = latest_records(root)
+    done |= {r["key"] for r in records if not (redo_noisy and is_noisy(r))}
     return done
+
+
+def cpu_models_by_hw_id(records: Iterable[dict[str, Any]]) -> dict[str, set[str]]:
+    """The CPU models that the records of each hardware id were measured on."""
+    out: dict[str, set[str]] = {}
+    for rec in records:
+        out.setdefault(rec["hw_id"], set()).add(str(rec["hw"]["cpu_model"]))
+    return out
+
+
+def check_same_machine(spec: HardwareSpec, known: dict[str, set[str]]) -> None:
+    """Refuse to add records of another CPU under a hardware id that names this one.
+
+    Why: a key is ``model|hw_id|build``, and ``local/ISA/Nt`` says nothing about the CPU.
+    A session on another machine would skip the keys done elsewhere and file its own
+    labels under the same ids, mixing two machines in one hardware configuration.
+    """
+    others = known.get(spec.hw_id, set()) - {spec.cpu_model}
+    if others:
+        raise HardwareError(
+            f"the dataset's {spec.hw_id} records come from '{sorted(others)[0]}', but this "
+            f"machine is '{spec.cpu_model}'; collect under its own hardware id with "
+            "--host-tag TAG (e.g. --host-tag epyc)")
 
 
 def package_versions() -> dict[str, str]:
@@ -154,8 +183,13 @@ class Collector:
         shard_prefix: str | None = None,
         redo_noisy: bool = False,
         retry_failed: bool = False,
+        host_tag: str | None = None,
     ) -> None:
         self.out = Path(out)
+        if host_tag is not None and not re.fullmatch(r"[a-z0-9][a-z0-9_-]*", host_tag):
+            raise HardwareError(f"--host-tag wants lower-case letters, digits, '-' or '_', "
+                                f"got '{host_tag}'")
+        self.host_tag = host_tag
         self.builds = [BuildConfig.parse(b) for b in builds]
         self.rpc = rpc
         if rpc is not None and rpc_hw is None:
@@ -167,7 +201,10 @@ class Collector:
         self.max_default_gflops = max_default_gflops
         host = socket.gethostname().split(".")[0] or "host"
         self.writer = ShardWriter(self.out, shard_prefix or f"shard-{host}")
-        self.done = done_keys(self.out, redo_noisy=redo_noisy, retry_failed=retry_failed)
+        records = latest_records(self.out) if self.out.exists() else []
+        self.done = done_keys(self.out, redo_noisy=redo_noisy, retry_failed=retry_failed,
+                              records=records)
+        self.cpu_models = cpu_models_by_hw_id(records)
         self.graphs_written: set[str] = {
             obj["graph_id"] for obj in iter_lines(self.out, kinds=("graph", "onnx_graph"))
         } if self.out.exists() else set()
@@ -186,11 +223,14 @@ class Collector:
                 wait_for_quiet(self.settings.max_other_load,
                                None if timeout == float("inf") else timeout)
                 spec = HardwareSpec.local(isa, threads)
+                if self.host_tag:
+                    spec = dataclasses.replace(spec, host=self.host_tag)
             else:
                 assert self.rpc_hw is not None
                 key = self.rpc.rsplit(":", 1)[-1]
                 spec = HardwareSpec.from_dict({**self.rpc_hw.to_dict(), "isa": isa,
                                                "threads": threads, "host": f"rpc-{key}"})
+            check_same_machine(spec, self.cpu_models)
             self.hw_specs[(isa, threads)] = spec
         return self.hw_specs[(isa, threads)]
 
@@ -410,8 +450,13 @@ def collect(
     progress: bool = True,
     redo_noisy: bool = False,
     retry_failed: bool = False,
+    host_tag: str | None = None,
 ) -> CollectSummary:
-    """Measure ``count`` seeds of every family on every (ISA, threads) and build."""
+    """Measure ``count`` seeds of every family on every (ISA, threads) and build.
+
+    ``host_tag`` replaces ``local`` in the hardware ids of this machine's records (a
+    second machine must not share ids with the one that collected the dataset so far).
+    """
     for family in families:
         if family not in zoo.FAMILIES and family not in zoo.REAL_ARCHITECTURES:
             raise GnnperfError(f"unknown model family '{family}'")
@@ -419,7 +464,8 @@ def collect(
     start = time.time()
     collector = Collector(out, hw, builds, rpc=rpc, rpc_hw=rpc_hw, per_kernel=per_kernel,
                           settings=settings, max_default_gflops=max_default_gflops,
-                          redo_noisy=redo_noisy, retry_failed=retry_failed)
+                          redo_noisy=redo_noisy, retry_failed=retry_failed,
+                          host_tag=host_tag)
     total = len(families) * count * len(hw) * len(collector.builds)
     try:
         with tqdm(total=total, unit="rec", disable=not progress, smoothing=0.05) as bar:
@@ -450,7 +496,13 @@ def remeasure(
     import numpy as np
 
     root = Path(root)
-    records = latest_records(root / "shards")
+    cpu = HardwareSpec.local(measure=False).cpu_model
+    all_records = latest_records(root / "shards")
+    # a second measurement on another CPU would measure the machines' difference, not noise
+    records = [r for r in all_records if r["hw"]["cpu_model"] == cpu]
+    if all_records and not records:
+        raise HardwareError(f"no records in {root / 'shards'} were measured on this machine's "
+                            f"CPU ('{cpu}'); re-measure them where they were collected")
     probed = [r for r in records if is_probed(r)]
     already = done_keys(root / "noise")
     pool = [r for r in (probed or records) if r["key"] not in already]

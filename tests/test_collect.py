@@ -161,3 +161,44 @@ def test_a_run_where_everything_failed_is_reported_as_such() -> None:
     assert CollectSummary(done=0, failed=4, failures=Counter(budget=2, measure=2)).all_failed
     assert not CollectSummary(done=1, failed=4, failures=Counter(measure=4)).all_failed
     assert not CollectSummary().all_failed
+
+
+def _foreign_record(root: Path, cpu_model: str) -> None:
+    with ShardWriter(root, "shard-elsewhere") as writer:
+        writer.append({"kind": "record", "key": "m|local/x86-64-v3/1t|default",
+                       "hw_id": "local/x86-64-v3/1t", "hw": {"cpu_model": cpu_model},
+                       "created_at": 1.0, "whole": {"median_ms": 1.0}})
+
+
+def test_another_cpu_cannot_file_records_under_the_same_hardware_id(tmp_path: Path) -> None:
+    from gnnperf import zoo
+    from gnnperf.collect import Collector
+    from gnnperf.hardware import HardwareSpec
+    from gnnperf.measure import MeasureSettings
+
+    quick = MeasureSettings.waiting_at_most(2)  # the load guard need not wait for a quiet CPU
+    _foreign_record(tmp_path, "Some Other CPU")
+    spec = zoo.sample_spec("nb201", 0)
+    with pytest.raises(HardwareError, match="--host-tag"):
+        Collector(tmp_path, [("x86-64-v3", 1)], ["default"], settings=quick).keys_for(spec)
+    tagged = Collector(tmp_path, [("x86-64-v3", 1)], ["default"], host_tag="box2",
+                       shard_prefix="shard-box2", settings=quick)
+    assert [k for *_, k in tagged.keys_for(spec)] == [
+        f"{spec.model_id}|box2/x86-64-v3/1t|default"]
+    tagged.close()
+    # the machine that collected them keeps its ids
+    _foreign_record(tmp_path / "own", HardwareSpec.local(measure=False).cpu_model)
+    own = Collector(tmp_path / "own", [("x86-64-v3", 1)], ["default"], shard_prefix="s",
+                    settings=quick)
+    assert [k for *_, k in own.keys_for(spec)] == [f"{spec.model_id}|local/x86-64-v3/1t|default"]
+    own.close()
+    with pytest.raises(HardwareError, match="host-tag"):
+        Collector(tmp_path, [("x86-64-v3", 1)], ["default"], host_tag="a/b", settings=quick)
+
+
+def test_noise_is_only_remeasured_on_the_cpu_that_measured_the_records(tmp_path: Path) -> None:
+    from gnnperf.collect import remeasure
+
+    _foreign_record(tmp_path / "shards", "Some Other CPU")
+    with pytest.raises(HardwareError, match="where they were collected"):
+        remeasure(tmp_path, 1, progress=False)
