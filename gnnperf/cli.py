@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import GnnperfError, one_line
+from .errors import GnnperfError, MeasurementError, one_line
 
 
 def _add_target_args(p: argparse.ArgumentParser, threads: bool = True) -> None:
@@ -130,6 +130,16 @@ def cmd_measure(args: argparse.Namespace) -> int:
     return 0
 
 
+def _slowdown_override(args: argparse.Namespace) -> dict[str, float]:
+    """``--max-slowdown`` as a MeasureSettings override (none when not given)."""
+    if args.max_slowdown is None:
+        return {}
+    if args.max_slowdown < 1.0:
+        raise MeasurementError(f"--max-slowdown is a ratio to the speed probe's best, at "
+                               f"least 1.0, got {args.max_slowdown}")
+    return {"max_slowdown": args.max_slowdown}
+
+
 def cmd_collect(args: argparse.Namespace) -> int:
     from . import zoo
     from .collect import collect, parse_hw_list
@@ -139,8 +149,9 @@ def cmd_collect(args: argparse.Namespace) -> int:
     families = [f.strip() for f in args.families.split(",") if f.strip()]
     if families == ["all"]:
         families = list(zoo.FAMILIES)
-    settings = MeasureSettings.waiting_at_most(args.quiet_timeout, repeat=args.repeat,
-                                               kernel_repeat=min(args.repeat, 5))
+    settings = MeasureSettings.waiting_at_most(
+        args.quiet_timeout, repeat=args.repeat, kernel_repeat=min(args.repeat, 5),
+        **_slowdown_override(args))
     summary = collect(
         args.out, families, args.count, parse_hw_list(args.hw),
         [b.strip() for b in args.build.split(",")],
@@ -184,7 +195,8 @@ def cmd_dataset_remeasure(args: argparse.Namespace) -> int:
 
     root = args.root or default_root()
     summary = remeasure(root, args.count, seed=args.seed,
-                        settings=MeasureSettings.waiting_at_most(args.quiet_timeout))
+                        settings=MeasureSettings.waiting_at_most(args.quiet_timeout,
+                                                                 **_slowdown_override(args)))
     print(summary.line())
     return 1 if summary.all_failed else 0
 
@@ -344,6 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host-tag", default=None, metavar="TAG",
                    help="hardware ids TAG/ISA/Nt instead of local/ISA/Nt, for a machine whose "
                         "CPU differs from the one that collected the dataset so far")
+    _add_max_slowdown(p)
     p.set_defaults(func=cmd_collect)
 
     p = sub.add_parser("train", help="train the latency GNN (same as python train.py)")
@@ -371,6 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--count", type=int, default=100)
     q.add_argument("--seed", type=int, default=0)
     q.add_argument("--quiet-timeout", type=float, default=float("inf"))
+    _add_max_slowdown(q)
     q.set_defaults(func=cmd_dataset_remeasure)
 
     p = sub.add_parser("bench", help="GNN vs additive baselines and ablations on every split "
@@ -392,6 +406,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_hw)
     _accept_debug_anywhere(parser)
     return parser
+
+
+def _add_max_slowdown(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-slowdown", type=float, default=None, metavar="RATIO",
+                   help="measure only while the speed probe runs at most RATIO times slower "
+                        "than its best (default 1.15; a host whose probe never settles "
+                        "near its best needs more, see datasets/README.md)")
 
 
 def _accept_debug_anywhere(parser: argparse.ArgumentParser) -> None:

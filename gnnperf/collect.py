@@ -66,9 +66,14 @@ def record_key(model_id: str, hw_id: str, build: str) -> str:
 
 def is_noisy(record: dict[str, Any], settings: MeasureSettings | None = None) -> bool:
     """A record worth measuring again: taken before the speed probe existed, or while
-    other processes loaded the machine, or while the host stayed slowed down."""
+    other processes loaded the machine, or while the host stayed slowed down.
+
+    The slowdown limit is the one the record was collected under (``--max-slowdown``),
+    because a host whose probe never settles near its best needs a looser one.
+    """
     s = settings or MeasureSettings()
-    return (not is_probed(record) or record["slowdown"] > s.max_slowdown
+    max_slowdown = float(record.get("settings", {}).get("max_slowdown", s.max_slowdown))
+    return (not is_probed(record) or record["slowdown"] > max_slowdown
             or float(record.get("other_load", 0.0)) > s.max_other_load
             or float(record["whole"].get("cv", 0.0)) > s.max_cv)
 

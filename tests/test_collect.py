@@ -125,6 +125,24 @@ def test_one_writer_per_shard_prefix(tmp_path: Path) -> None:
     assert [o["key"] for o in iter_lines(tmp_path)] == ["a", "b"]
 
 
+def test_noisy_uses_the_slowdown_limit_the_record_was_collected_under() -> None:
+    from gnnperf.collect import is_noisy
+
+    rec = {"kind": "record", "key": "m|hw|b", "slowdown": 1.6, "other_load": 0.0,
+           "whole": {"median_ms": 1.0, "cv": 0.02}}
+    assert is_noisy(rec)  # the default limit, 1.15
+    assert not is_noisy({**rec, "settings": {"max_slowdown": 2.0}})
+    assert is_noisy({**rec, "settings": {"max_slowdown": 1.5}})
+
+
+def test_collect_cli_refuses_a_slowdown_limit_below_one(tmp_path: Path, capsys) -> None:
+    from gnnperf.cli import main
+
+    assert main(["collect", "--out", str(tmp_path), "--max-slowdown", "0.9"]) == 2
+    assert "--max-slowdown" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
+
+
 def test_a_redone_key_supersedes_its_noisy_record(tmp_path: Path) -> None:
     writer = ShardWriter(tmp_path, "shard-t")
     old = {"kind": "record", "key": "m|hw|b", "created_at": 1.0, "whole": {"median_ms": 2.0}}
