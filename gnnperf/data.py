@@ -414,6 +414,10 @@ def dataset_stats(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     # apart, since they also hold host slowdowns the probe now rejects.
     noise_pairs_used = probed or unprobed
     noise_mape, noise_by = _noise_floor(noise_pairs_used)
+    # Each CPU apart too: a noisier host must not hide behind a quieter one's pairs.
+    cpus = sorted({r["hw"]["cpu_model"] for r in records})
+    noise_by_cpu = {cpu: mape for cpu in cpus if (mape := _noise_floor(
+        [(r, o) for r, o in noise_pairs_used if r["hw"]["cpu_model"] == cpu])[0]) is not None}
     sizes = [p.stat().st_size for p in shard_paths(shards)]
     noise_sizes = ([p.stat().st_size for p in shard_paths(root / "noise")]
                    if (root / "noise").is_dir() else [])
@@ -429,6 +433,7 @@ def dataset_stats(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
         "noise_floor_mape": noise_mape,
         "noise_floor_records": len(noise_pairs_used),
         "noise_floor_by_build_threads": noise_by,
+        "noise_floor_by_cpu": noise_by_cpu,
         "noise_floor_protocol": "speed-probe" if probed else "load-guard",
         "noise_floor_unprobed_mape": _noise_floor(unprobed)[0],
         "noise_floor_unprobed_records": len(unprobed),
@@ -438,7 +443,8 @@ def dataset_stats(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
         "per_family": dict(sorted(per_family.items())),
         "per_hw": dict(sorted(per_hw.items())),
         "per_build": dict(sorted(per_build.items())),
-        "cpu_models": sorted({r["hw"]["cpu_model"] for r in records}),
+        "cpu_models": cpus,
+        "per_cpu": dict(sorted(Counter(r["hw"]["cpu_model"] for r in records).items())),
         "shard_bytes": sum(sizes),
         "shards": len(sizes),
         "noise_shard_bytes": sum(noise_sizes),

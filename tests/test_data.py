@@ -133,6 +133,9 @@ def test_stats_and_noise_floor(small_root: Path, tmp_path: Path) -> None:
     assert stats["noise_floor_records"] == 3
     assert stats["noise_floor_mape"] is not None and stats["noise_floor_mape"] >= 0
     assert stats["noise_floor_by_build_threads"]
+    cpu = stats["cpu_models"][0]
+    assert stats["noise_floor_by_cpu"] == {cpu: pytest.approx(stats["noise_floor_mape"])}
+    assert stats["per_cpu"] == {cpu: stats["records"]}
     # both measurements ran under the speed probe, so they define the current floor
     assert stats["noise_floor_protocol"] == "speed-probe"
     assert stats["records_probed"] == stats["records"]
