@@ -15,6 +15,7 @@ import math
 import os
 import random
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -116,6 +117,18 @@ def metrics(pred_ms: np.ndarray, true_ms: np.ndarray) -> dict[str, float]:
         out["spearman"] = float(sps.spearmanr(pred_ms, true_ms).statistic)
         out["kendall"] = float(sps.kendalltau(pred_ms, true_ms).statistic)
     return out
+
+
+def host_of(hw_id: str) -> str:
+    """The machine part of a hardware id (``local`` in ``local/x86-64-v3/2t``)."""
+    return str(hw_id).split("/", 1)[0]
+
+
+def breakdown(pred_ms: np.ndarray, true_ms: np.ndarray, labels: Sequence[str]
+              ) -> dict[str, dict[str, float]]:
+    """:func:`metrics` per label (a machine, a build): where the error lives."""
+    pred_ms, true_ms, tags = np.asarray(pred_ms), np.asarray(true_ms), np.asarray(labels)
+    return {str(k): metrics(pred_ms[tags == k], true_ms[tags == k]) for k in sorted(set(labels))}
 
 
 def seed_everything(seed: int) -> None:
@@ -321,6 +334,10 @@ def train_model(dataset: LatencyDataset, cfg: TrainConfig, progress: bool = True
         "val": metrics(val.ms(), np.exp(val.y)),
         "test": metrics(test.ms(), true),
         "test_interval_coverage": float(np.mean((true >= low) & (true <= high)) * 100),
+        # machines differ in their noise floor (datasets/README.md), so each gets its own
+        "test_by_host": breakdown(test.ms(), true,
+                                  [host_of(dataset[i].hw_id) for i in test_idx]),
+        "test_by_build": breakdown(test.ms(), true, [str(dataset[i].build) for i in test_idx]),
         "interval_nominal_coverage": INTERVAL_COVERAGE * 100,
         "members": members,
         "epochs_run": len(history),

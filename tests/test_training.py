@@ -21,6 +21,8 @@ from gnnperf.model import EnsembleGNN, LatencyGNN, ModelConfig
 from gnnperf.predict import OutOfDistributionWarning, Predictor, predict, predict_many
 from gnnperf.training import (
     TrainConfig,
+    breakdown,
+    host_of,
     kernel_share_weights,
     load_checkpoint,
     metrics,
@@ -39,6 +41,10 @@ def trained(small_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     cfg = TrainConfig(**{**FAST, "ensemble": 2})
     result = train_model(ds, cfg, progress=False)
     assert result.metrics["members"] == 2 and len(result.metrics["best_epochs"]) == 2
+    by_host = result.metrics["test_by_host"]
+    assert sum(m["n"] for m in by_host.values()) == result.metrics["test"]["n"]
+    assert sum(m["n"] for m in result.metrics["test_by_build"].values()) == len(
+        result.indices["test"])
     path = save_checkpoint(result, cfg, ds, tmp_path_factory.mktemp("ckpt"))
     # half-precision weights move a prediction by far less than a percent
     model, scaler = model_from_checkpoint(load_checkpoint(path))
@@ -54,6 +60,14 @@ def test_metrics_definitions() -> None:
     assert m["rmspe"] == pytest.approx(math.sqrt((0.08**2 + 0 + 0.03**2) / 3) * 100)
     assert m["acc5"] == pytest.approx(200 / 3) and m["acc10"] == pytest.approx(100.0)
     assert m["spearman"] == pytest.approx(1.0) and m["kendall"] == pytest.approx(1.0)
+
+
+def test_breakdown_scores_each_machine_apart() -> None:
+    assert host_of("amd-epyc/x86-64-v3/2t") == "amd-epyc" and host_of("local") == "local"
+    pred, true = np.array([1.1, 2.0, 4.0, 3.0]), np.array([1.0, 2.0, 2.0, 3.0])
+    by = breakdown(pred, true, ["a", "a", "b", "b"])
+    assert by["a"]["mape"] == pytest.approx(5.0) and by["b"]["mape"] == pytest.approx(50.0)
+    assert by["a"]["n"] == by["b"]["n"] == 2
 
 
 def test_model_outputs_per_graph_and_per_node(small_root: Path) -> None:

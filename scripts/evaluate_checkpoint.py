@@ -1,0 +1,58 @@
+"""Test-split metrics of a checkpoint, overall and per machine and build.
+
+Rebuilds the split the checkpoint was trained with (its ``train_config``) on the dataset
+it names by fingerprint, predicts the test graphs, and prints where the error lives.
+Checkpoints written since ``test_by_host`` was added carry the same figures in
+``metrics.json``; this script gives them for older ones.
+
+    python scripts/evaluate_checkpoint.py [--checkpoint checkpoints/] [--root datasets/]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+from torch_geometric.loader import DataLoader
+
+from gnnperf.data import LatencyDataset, split_indices
+from gnnperf.errors import CheckpointError
+from gnnperf.predict import DEFAULT_CHECKPOINT
+from gnnperf.training import (
+    TrainConfig,
+    breakdown,
+    host_of,
+    load_checkpoint,
+    metrics,
+    model_from_checkpoint,
+    predict_loader,
+)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT)
+    ap.add_argument("--root", type=Path, default=None, help="dataset folder (default: shipped)")
+    args = ap.parse_args()
+    payload = load_checkpoint(args.checkpoint)
+    ds = LatencyDataset(args.root)
+    if ds.fingerprint != payload["dataset_fingerprint"]:
+        raise CheckpointError(f"checkpoint was trained on dataset {payload['dataset_fingerprint']}"
+                              f", this one is {ds.fingerprint}: the split would differ")
+    cfg = TrainConfig(**payload["train_config"])
+    _, _, test_idx = split_indices(ds, cfg.split, seed=cfg.seed, val_frac=cfg.val_frac,
+                                   test_frac=cfg.test_frac, holdout=cfg.holdout)
+    model, scaler = model_from_checkpoint(payload)
+    test = predict_loader(model, DataLoader([scaler(ds[i]) for i in test_idx], batch_size=256))
+    pred, true = test.ms(), np.exp(test.y)
+    print(json.dumps({
+        "test": metrics(pred, true),
+        "test_by_host": breakdown(pred, true, [host_of(ds[i].hw_id) for i in test_idx]),
+        "test_by_build": breakdown(pred, true, [str(ds[i].build) for i in test_idx]),
+    }, indent=1))
+
+
+if __name__ == "__main__":
+    main()
