@@ -131,6 +131,17 @@ def breakdown(pred_ms: np.ndarray, true_ms: np.ndarray, labels: Sequence[str]
     return {str(k): metrics(pred_ms[tags == k], true_ms[tags == k]) for k in sorted(set(labels))}
 
 
+def error_breakdowns(pred_ms: np.ndarray, true_ms: np.ndarray, dataset: LatencyDataset,
+                    indices: Sequence[int]) -> dict[str, dict[str, dict[str, float]]]:
+    """Test metrics per machine (hosts differ in their noise floor, datasets/README.md)
+    and per build, for the graphs ``indices`` of ``dataset`` in prediction order."""
+    return {
+        "test_by_host": breakdown(pred_ms, true_ms,
+                                  [host_of(dataset[i].hw_id) for i in indices]),
+        "test_by_build": breakdown(pred_ms, true_ms, [str(dataset[i].build) for i in indices]),
+    }
+
+
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
@@ -334,10 +345,7 @@ def train_model(dataset: LatencyDataset, cfg: TrainConfig, progress: bool = True
         "val": metrics(val.ms(), np.exp(val.y)),
         "test": metrics(test.ms(), true),
         "test_interval_coverage": float(np.mean((true >= low) & (true <= high)) * 100),
-        # machines differ in their noise floor (datasets/README.md), so each gets its own
-        "test_by_host": breakdown(test.ms(), true,
-                                  [host_of(dataset[i].hw_id) for i in test_idx]),
-        "test_by_build": breakdown(test.ms(), true, [str(dataset[i].build) for i in test_idx]),
+        **error_breakdowns(test.ms(), true, dataset, test_idx),
         "interval_nominal_coverage": INTERVAL_COVERAGE * 100,
         "members": members,
         "epochs_run": len(history),

@@ -22,8 +22,7 @@ from gnnperf.errors import CheckpointError
 from gnnperf.predict import DEFAULT_CHECKPOINT
 from gnnperf.training import (
     TrainConfig,
-    breakdown,
-    host_of,
+    error_breakdowns,
     load_checkpoint,
     metrics,
     model_from_checkpoint,
@@ -47,11 +46,8 @@ def main() -> None:
     model, scaler = model_from_checkpoint(payload)
     test = predict_loader(model, DataLoader([scaler(ds[i]) for i in test_idx], batch_size=256))
     pred, true = test.ms(), np.exp(test.y)
-    print(json.dumps({
-        "test": metrics(pred, true),
-        "test_by_host": breakdown(pred, true, [host_of(ds[i].hw_id) for i in test_idx]),
-        "test_by_build": breakdown(pred, true, [str(ds[i].build) for i in test_idx]),
-    }, indent=1))
+    print(json.dumps({"test": metrics(pred, true),
+                      **error_breakdowns(pred, true, ds, test_idx)}, indent=1))
 
 
 if __name__ == "__main__":
