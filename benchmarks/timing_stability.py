@@ -7,6 +7,7 @@ median, CV and range of the samples and how often the probe was within
 ``--max-slowdown`` of its best, which is what the collector waits for.
 
     python benchmarks/timing_stability.py [--family resnet --seed 3 --build sampled:0]
+    python benchmarks/timing_stability.py --probe 200   # the speed probe's spread alone
 """
 
 from __future__ import annotations
@@ -54,6 +55,25 @@ def _run(args: argparse.Namespace) -> None:
           f"of {len(r)} tries (median {np.median(r):.2f}x)", flush=True)
 
 
+def _probe_spread(readings: int) -> None:
+    """Quantiles of ``readings`` speed-probe readings per CPU, as ratios to the best: how
+    close to its best this host's probe settles (what ``--max-slowdown`` is set against)."""
+    from gnnperf.measure import SpeedProbe
+
+    probe = SpeedProbe()
+    samples: dict[int, list[float]] = {cpu: [] for cpu in probe.cpus}
+    for _ in range(readings):
+        for cpu, ms in probe.sample_ms().items():
+            samples[cpu].append(ms)
+        time.sleep(0.05)
+    for cpu, ms in samples.items():
+        t = np.array(ms)
+        q = np.percentile(t, [50, 95]) / t.min()
+        print(f"CPU {cpu}: {len(t)} readings {t.min():.3f}-{t.max():.3f} ms, median "
+              f"{q[0]:.2f}x the best, 95th percentile {q[1]:.2f}x; within 1.15x of the "
+              f"best in {np.mean(t <= 1.15 * t.min()):.0%}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--family", default="resnet")
@@ -64,6 +84,8 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=40)
     ap.add_argument("--min-ms", type=int, default=50)
     ap.add_argument("--max-slowdown", type=float, default=1.15)
+    ap.add_argument("--probe", type=int, default=0, metavar="N",
+                    help="only take N speed-probe readings per CPU and print their spread")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -72,6 +94,9 @@ def main() -> None:
     from gnnperf.hardware import _cpu_model
 
     print(f"CPU: {_cpu_model()}")
+    if args.probe:
+        _probe_spread(args.probe)
+        return
     for threads in args.threads.split(","):
         env = {**os.environ, "TVM_NUM_THREADS": threads.strip()}
         subprocess.run([sys.executable, __file__, "--child", *sys.argv[1:]], env=env, check=True)
