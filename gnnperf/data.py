@@ -29,7 +29,7 @@ from .builds import BUILD_KINDS, BuildConfig
 from .errors import DatasetError, one_line
 from .features import KernelGraph, node_feature_names, node_feature_vector
 from .hardware import FEATURE_NAMES as HW_FEATURE_NAMES
-from .hardware import HardwareSpec
+from .hardware import HardwareSpec, host_of
 from .shards import SCHEMA_VERSION, is_probed, iter_lines, latest_records, shard_paths
 
 #: Bump when the fields of the encoded ``Data`` items change (invalidates processed caches).
@@ -418,6 +418,9 @@ def dataset_stats(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     cpus = sorted({r["hw"]["cpu_model"] for r in records})
     noise_by_cpu = {cpu: mape for cpu in cpus if (mape := _noise_floor(
         [(r, o) for r, o in noise_pairs_used if r["hw"]["cpu_model"] == cpu])[0]) is not None}
+    hosts = sorted({host_of(r["hw_id"]) for r in records})
+    noise_by_host = {h: mape for h in hosts if (mape := _noise_floor(
+        [(r, o) for r, o in noise_pairs_used if host_of(r["hw_id"]) == h])[0]) is not None}
     sizes = [p.stat().st_size for p in shard_paths(shards)]
     noise_sizes = ([p.stat().st_size for p in shard_paths(root / "noise")]
                    if (root / "noise").is_dir() else [])
@@ -434,6 +437,7 @@ def dataset_stats(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
         "noise_floor_records": len(noise_pairs_used),
         "noise_floor_by_build_threads": noise_by,
         "noise_floor_by_cpu": noise_by_cpu,
+        "noise_floor_by_host": noise_by_host,
         "noise_floor_protocol": "speed-probe" if probed else "load-guard",
         "noise_floor_unprobed_mape": _noise_floor(unprobed)[0],
         "noise_floor_unprobed_records": len(unprobed),

@@ -96,6 +96,11 @@ def _cache_sizes_kb() -> dict[str, int]:
     return sizes
 
 
+def host_of(hw_id: str) -> str:
+    """The machine part of a hardware id (``local`` in ``local/x86-64-v3/2t``)."""
+    return str(hw_id).split("/", 1)[0]
+
+
 def available_cores() -> int:
     """Cores this process may run on (affinity), which is what a thread pool can use."""
     try:

@@ -33,7 +33,7 @@ from .builds import BuildConfig
 from .data import FeatureScaler, LatencyDataset, feature_names, split_indices
 from .errors import CheckpointError, GnnperfError, TrainingConfigError, one_line
 from .hardware import FEATURE_NAMES as HW_FEATURE_NAMES
-from .hardware import ISA_LEVELS
+from .hardware import ISA_LEVELS, host_of
 from .model import EnsembleGNN, LatencyGNN, ModelConfig
 
 #: Version of the checkpoint layout (2: an ensemble of members).
@@ -117,11 +117,6 @@ def metrics(pred_ms: np.ndarray, true_ms: np.ndarray) -> dict[str, float]:
         out["spearman"] = float(sps.spearmanr(pred_ms, true_ms).statistic)
         out["kendall"] = float(sps.kendalltau(pred_ms, true_ms).statistic)
     return out
-
-
-def host_of(hw_id: str) -> str:
-    """The machine part of a hardware id (``local`` in ``local/x86-64-v3/2t``)."""
-    return str(hw_id).split("/", 1)[0]
 
 
 def breakdown(pred_ms: np.ndarray, true_ms: np.ndarray, labels: Sequence[str]

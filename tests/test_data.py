@@ -136,6 +136,8 @@ def test_stats_and_noise_floor(small_root: Path, tmp_path: Path) -> None:
     cpu = stats["cpu_models"][0]
     assert stats["noise_floor_by_cpu"] == {cpu: pytest.approx(stats["noise_floor_mape"])}
     assert stats["per_cpu"] == {cpu: stats["records"]}
+    # the fixture was collected under the default host name
+    assert stats["noise_floor_by_host"] == {"local": pytest.approx(stats["noise_floor_mape"])}
     # both measurements ran under the speed probe, so they define the current floor
     assert stats["noise_floor_protocol"] == "speed-probe"
     assert stats["records_probed"] == stats["records"]

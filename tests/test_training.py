@@ -15,14 +15,13 @@ from torch_geometric.data import Batch
 from gnnperf.data import LatencyDataset
 from gnnperf.errors import BuildConfigError, CheckpointError
 from gnnperf.features import extract_graph
-from gnnperf.hardware import HardwareSpec
+from gnnperf.hardware import HardwareSpec, host_of
 from gnnperf.lowering import lower_onnx
 from gnnperf.model import EnsembleGNN, LatencyGNN, ModelConfig
 from gnnperf.predict import OutOfDistributionWarning, Predictor, predict, predict_many
 from gnnperf.training import (
     TrainConfig,
     breakdown,
-    host_of,
     kernel_share_weights,
     load_checkpoint,
     metrics,
