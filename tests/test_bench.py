@@ -12,7 +12,15 @@ import torch
 from torch_geometric.data import Data
 
 from gnnperf.baselines import Roofline, critical_path_ms, roofline_kernel_ms
-from gnnperf.bench import QUICK, _by_host, _summarise, run, targets
+from gnnperf.bench import (
+    GNN_TRAININGS,
+    QUICK,
+    BenchConfig,
+    _by_host,
+    _summarise,
+    run,
+    targets,
+)
 from gnnperf.data import feature_names
 
 METHODS = {"gnn", "gnn_no_aux", "gnn_no_hw", "gnn_onnx_graph", "measured_kernel_sum",
@@ -118,6 +126,18 @@ def test_by_host_splits_each_machine_apart() -> None:
     assert got["b"]["methods"]["gnn"]["mape"] == pytest.approx(25.0)
     assert got["a"]["noise_floor_mape"] == 3.0 and got["b"]["noise_floor_mape"] is None
     assert got["a"]["test_models"] == 2
+
+
+def test_training_cap_leaves_room_for_the_measured_overhead() -> None:
+    cfg = BenchConfig(max_minutes=10.0, min_minutes=0.1)
+    per_run = GNN_TRAININGS
+    # nothing measured yet: trainings share 85% of the time left
+    assert cfg.training_minutes(600.0, 2, None) == pytest.approx(0.85 * 600 / 60 / (2 * per_run))
+    # 100 s of other work per run leaves (600 - 2 * 100) s for the trainings
+    assert cfg.training_minutes(600.0, 2, 100.0) == pytest.approx(400 / 60 / (2 * per_run))
+    # behind schedule: the floor, never zero or negative; ahead: the configured maximum
+    assert cfg.training_minutes(60.0, 5, 100.0) == 0.1
+    assert cfg.training_minutes(1e6, 1, 0.0) == 10.0
 
 
 def test_methods_are_scored_on_the_same_models() -> None:
