@@ -351,16 +351,10 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _cap_text(report: dict[str, Any]) -> str:
-    cap = report.get("training_minutes_cap", report["config"]["max_minutes"])
-    if isinstance(cap, dict):
-        return f"{cap['min']:.2f}–{cap['max']:.2f}"
-    return f"{cap:.2f}"
-
-
 def _markdown(report: dict[str, Any]) -> str:
     cfg = report["config"]
     noise = report["noise_floor_mape"]
+    cap = report["training_minutes_cap"]
     per_host = report.get("noise_floor_by_host") or {}
     lines = ["# gnnperf benchmark\n", f"Command: `{report['command']}`  ",
              f"Dataset fingerprint: `{report['dataset']}` ({report['records']} records)  ",
@@ -373,7 +367,8 @@ def _markdown(report: dict[str, Any]) -> str:
              "Metrics in percent except Spearman and Kendall; `predict_ms` is the time to "
              "predict one model from its graph.  ",
              f"Each GNN here is one network (hidden {cfg['hidden']}, {cfg['layers']} layers, "
-             f"at most {_cap_text(report)} min of training, re-planned after every split "
+             f"at most {cap['min']:.2f}–{cap['max']:.2f} min of training, re-planned after "
+             "every split "
              "run) so that the run fits its budget; the shipped checkpoint "
              "(`python train.py`) is a larger 3-member ensemble.  ",
              f"Run time: {report.get('minutes', float('nan')):.1f} min.",

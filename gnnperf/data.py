@@ -16,7 +16,7 @@ import math
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -381,18 +381,23 @@ def noise_pairs(root: Path) -> list[tuple[dict[str, Any], dict[str, Any]]]:
             if (pair := (obj["key"], obj.get("first_created_at"))) in records]
 
 
-def _noise_floor(pairs: list[tuple[dict[str, Any], dict[str, Any]]]
-                 ) -> tuple[float | None, dict[str, float]]:
-    """MAPE (%) between first and second measurement, overall and per build/threads."""
-    by: dict[str, list[float]] = {}
-    errors = []
-    for rec, again in pairs:
-        first = rec["whole"]["median_ms"]
-        err = abs(float(again["whole"]["median_ms"]) - first) / first
-        errors.append(err)
-        by.setdefault(f"{rec['build']}/{rec['hw']['threads']}t", []).append(err)
-    mape = float(np.mean(errors) * 100) if errors else None
-    return mape, {k: float(np.mean(v) * 100) for k, v in sorted(by.items())}
+Pair = tuple[dict[str, Any], dict[str, Any]]
+
+
+def _noise_floor(pairs: list[Pair]) -> float | None:
+    """MAPE (%) between first and second measurement of each record; None without pairs."""
+    errors = [abs(float(again["whole"]["median_ms"]) - rec["whole"]["median_ms"])
+              / rec["whole"]["median_ms"] for rec, again in pairs]
+    return float(np.mean(errors) * 100) if errors else None
+
+
+def _noise_floor_per(pairs: list[Pair], key: Callable[[dict[str, Any]], str]
+                     ) -> dict[str, float]:
+    """:func:`_noise_floor` of each group of pairs, grouped by ``key`` of the first record."""
+    groups: dict[str, list[Pair]] = {}
+    for pair in pairs:
+        groups.setdefault(key(pair[0]), []).append(pair)
+    return {k: mape for k, v in sorted(groups.items()) if (mape := _noise_floor(v)) is not None}
 
 
 def dataset_stats(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
@@ -413,14 +418,7 @@ def dataset_stats(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     # The floor of the current protocol; pairs taken before the speed probe are reported
     # apart, since they also hold host slowdowns the probe now rejects.
     noise_pairs_used = probed or unprobed
-    noise_mape, noise_by = _noise_floor(noise_pairs_used)
-    # Each CPU apart too: a noisier host must not hide behind a quieter one's pairs.
     cpus = sorted({r["hw"]["cpu_model"] for r in records})
-    noise_by_cpu = {cpu: mape for cpu in cpus if (mape := _noise_floor(
-        [(r, o) for r, o in noise_pairs_used if r["hw"]["cpu_model"] == cpu])[0]) is not None}
-    hosts = sorted({host_of(r["hw_id"]) for r in records})
-    noise_by_host = {h: mape for h in hosts if (mape := _noise_floor(
-        [(r, o) for r, o in noise_pairs_used if host_of(r["hw_id"]) == h])[0]) is not None}
     sizes = [p.stat().st_size for p in shard_paths(shards)]
     noise_sizes = ([p.stat().st_size for p in shard_paths(root / "noise")]
                    if (root / "noise").is_dir() else [])
@@ -433,13 +431,17 @@ def dataset_stats(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
         "records_with_kernel_labels": sum(r.get("kernels_ms") is not None for r in records),
         "failures": len(failures),
         "failures_by_stage": dict(Counter(f["stage"] for f in failures)),
-        "noise_floor_mape": noise_mape,
+        "noise_floor_mape": _noise_floor(noise_pairs_used),
         "noise_floor_records": len(noise_pairs_used),
-        "noise_floor_by_build_threads": noise_by,
-        "noise_floor_by_cpu": noise_by_cpu,
-        "noise_floor_by_host": noise_by_host,
+        "noise_floor_by_build_threads": _noise_floor_per(
+            noise_pairs_used, lambda r: f"{r['build']}/{r['hw']['threads']}t"),
+        # each machine apart too: a noisier host must not hide behind a quieter one's pairs
+        "noise_floor_by_cpu": _noise_floor_per(noise_pairs_used,
+                                               lambda r: r["hw"]["cpu_model"]),
+        "noise_floor_by_host": _noise_floor_per(noise_pairs_used,
+                                                lambda r: host_of(r["hw_id"])),
         "noise_floor_protocol": "speed-probe" if probed else "load-guard",
-        "noise_floor_unprobed_mape": _noise_floor(unprobed)[0],
+        "noise_floor_unprobed_mape": _noise_floor(unprobed),
         "noise_floor_unprobed_records": len(unprobed),
         "records_probed": sum(is_probed(r) for r in records),
         "latency_ms_min": float(min(lat)) if lat else None,
