@@ -40,7 +40,7 @@ from gnnperf.atomic import write_text  # noqa: E402
 from gnnperf.hardware import HardwareSpec  # noqa: E402
 from gnnperf.lowering import compile_lowered, export_executable, lower_onnx  # noqa: E402
 from gnnperf.measure import MeasureSettings, make_inputs, measure_library  # noqa: E402
-from gnnperf.predict import lower_for_prediction, predict, predict_many  # noqa: E402
+from gnnperf.predictor import lower_for_prediction, predict, predict_many  # noqa: E402
 
 HW = "local/x86-64-v3/2t"
 BUILD = "sampled:0"

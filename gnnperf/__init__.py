@@ -18,9 +18,9 @@ __all__ = ["HardwareSpec", "KernelGraph", "Prediction", "errors", "predict", "pr
 _LAZY = {
     "HardwareSpec": ("gnnperf.hardware", "HardwareSpec"),
     "KernelGraph": ("gnnperf.features", "KernelGraph"),
-    "Prediction": ("gnnperf.predict", "Prediction"),
-    "predict": ("gnnperf.predict", "predict"),
-    "predict_many": ("gnnperf.predict", "predict_many"),
+    "Prediction": ("gnnperf.predictor", "Prediction"),
+    "predict": ("gnnperf.predictor", "predict"),
+    "predict_many": ("gnnperf.predictor", "predict_many"),
 }
 
 

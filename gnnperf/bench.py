@@ -249,7 +249,7 @@ def _compile_measure_seconds(ds: LatencyDataset) -> float | None:
     from .shards import latest_records
 
     secs = [o["timings"].get("compile_s", 0) + o["timings"].get("measure_s", 0)
-            for o in latest_records(Path(ds.root) / "shards")]
+            for o in latest_records(ds.folder.shards)]
     return float(np.median(secs)) if secs else None
 
 

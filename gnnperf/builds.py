@@ -27,7 +27,7 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-from .errors import BuildConfigError, LoweringError
+from .errors import BuildConfigError, LoweringError, one_line
 
 BUILD_KINDS = ("default", "dlight", "sampled")
 
@@ -75,11 +75,15 @@ def _primfuncs(mod: tvm.IRModule) -> list[tuple[Any, tirx.PrimFunc]]:
     return [(gv, f) for gv, f in mod.functions.items() if isinstance(f, tirx.PrimFunc)]
 
 
-def _apply_dlight(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
+def _dlight_schedule(func: tirx.PrimFunc, target: tvm.target.Target) -> tirx.PrimFunc | None:
+    """TVM's dlight CPU rules on one kernel (None: no rule matched, the kernel is as it was)."""
     from tvm.s_tir import dlight
 
+    name = "main"
     with target:
-        return dlight.ApplyDefaultSchedule(dlight.cpu.GEMV(), dlight.cpu.Reduction())(mod)
+        out = dlight.ApplyDefaultSchedule(dlight.cpu.GEMV(), dlight.cpu.Reduction())(
+            tvm.IRModule({name: func.with_attr("global_symbol", name)}))[name]
+    return out if out.attrs is not None and "tirx.is_scheduled" in out.attrs else None
 
 
 _X86_INTRINSICS_LOADED = False
@@ -156,15 +160,19 @@ def sample_schedule(
     return candidates[0].sch.mod["main"]
 
 
-def _apply_sampled(mod: tvm.IRModule, target: tvm.target.Target, seed: int) -> tvm.IRModule:
+def _schedule_each(mod: tvm.IRModule, schedule: Any, what: str
+                   ) -> tuple[tvm.IRModule, dict[str, str]]:
+    """``schedule(func)`` on every kernel; kernels it cannot schedule (scans, extern calls,
+    opaque blocks, a rule's assertion) stay as they are, and why is returned per kernel."""
     updates = {}
+    fallbacks: dict[str, str] = {}
     for gv, func in _primfuncs(mod):
         try:
-            scheduled = sample_schedule(func, target, seed)
+            scheduled = schedule(func)
         except Exception as exc:  # TVM raises its own error types from C++
-            raise LoweringError(
-                f"schedule sampling failed for kernel {gv.name_hint}: {exc}"
-            ) from exc
+            detail = type(exc).__name__ + (f": {one_line(exc, 200)}" if str(exc).strip() else "")
+            fallbacks[gv.name_hint] = f"{what} failed: {detail}"
+            continue
         if scheduled is None:
             continue
         updates[gv] = scheduled.with_attrs(
@@ -172,7 +180,7 @@ def _apply_sampled(mod: tvm.IRModule, target: tvm.target.Target, seed: int) -> t
         )
     for gv, func in updates.items():
         mod[gv] = func
-    return mod
+    return mod, fallbacks
 
 
 def _kept_attrs(func: tirx.PrimFunc) -> dict[str, Any]:
@@ -180,10 +188,16 @@ def _kept_attrs(func: tirx.PrimFunc) -> dict[str, Any]:
     return {k: func.attrs[k] for k in keep if func.attrs is not None and k in func.attrs}
 
 
-def apply_build(mod: tvm.IRModule, build: BuildConfig, target: tvm.target.Target) -> tvm.IRModule:
-    """Schedule every PrimFunc of a fused module according to ``build``."""
+def apply_build(mod: tvm.IRModule, build: BuildConfig, target: tvm.target.Target
+                ) -> tuple[tvm.IRModule, dict[str, str]]:
+    """Schedule every PrimFunc of a fused module according to ``build``.
+
+    Returns the module and, per kernel left unscheduled because its schedule could not
+    be made, why (a model TVM compiles must still get a graph and a prediction).
+    """
     if build.kind == "default":
-        return mod
+        return mod, {}
     if build.kind == "dlight":
-        return _apply_dlight(mod, target)
-    return _apply_sampled(mod, target, build.seed)
+        return _schedule_each(mod, lambda f: _dlight_schedule(f, target), "dlight")
+    return _schedule_each(mod, lambda f: sample_schedule(f, target, build.seed),
+                          "schedule sampling")

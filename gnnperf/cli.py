@@ -207,7 +207,7 @@ def cmd_dataset_remeasure(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from .data import LatencyDataset
-    from .predict import DEFAULT_CHECKPOINT
+    from .predictor import DEFAULT_CHECKPOINT
     from .training import TrainConfig, save_checkpoint, train_model
 
     cfg = TrainConfig(split=args.split, holdout=args.holdout, epochs=args.epochs,
@@ -240,7 +240,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_predict(args: argparse.Namespace) -> int:
     import warnings
 
-    from .predict import predict
+    from .predictor import predict
 
     with warnings.catch_warnings(record=True):
         warnings.simplefilter("always")
@@ -281,7 +281,8 @@ def add_train_args(p: argparse.ArgumentParser) -> None:
     from .training import TrainConfig
 
     d = TrainConfig()
-    p.add_argument("--root", type=Path, default=None, help="dataset folder (default: shipped)")
+    p.add_argument("--root", type=Path, default=None, metavar="DIR",
+                   help="dataset folder, as written by `collect --out DIR` (default: shipped)")
     p.add_argument("--split", default=d.split,
                    choices=["random", "leave-family-out", "leave-hw-out", "real-architectures"])
     p.add_argument("--holdout", default=None, help="family or hw id held out by the split")
@@ -336,7 +337,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_measure)
 
     p = sub.add_parser("collect", help="measure zoo models into dataset shards (resumable)")
-    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True, metavar="DIR",
+                   help="dataset folder: records go to DIR/shards, what `dataset stats "
+                        "--root DIR`, `train --root DIR` and `bench --root DIR` read")
     p.add_argument("--families", default="all", help="comma-separated families, or 'all'")
     p.add_argument("--count", type=int, default=10, help="seeds per family")
     p.add_argument("--start-seed", type=int, default=0)
@@ -380,11 +383,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("dataset", help="inspect a dataset folder")
     dsub = p.add_subparsers(dest="dataset_command", required=True)
     q = dsub.add_parser("stats", help="counts, latency range and noise floor")
-    q.add_argument("--root", type=Path, default=None, help="dataset folder (default: shipped)")
+    q.add_argument("--root", type=Path, default=None, metavar="DIR",
+                   help="dataset folder, as written by `collect --out DIR` (default: shipped)")
     q.add_argument("--json", action="store_true")
     q.set_defaults(func=cmd_dataset_stats)
     q = dsub.add_parser("remeasure", help="measure existing records again (noise floor)")
-    q.add_argument("--root", type=Path, default=None, help="dataset folder (default: shipped)")
+    q.add_argument("--root", type=Path, default=None, metavar="DIR",
+                   help="dataset folder, as written by `collect --out DIR` (default: shipped)")
     q.add_argument("--count", type=int, default=100)
     q.add_argument("--seed", type=int, default=0)
     q.add_argument("--quiet-timeout", type=float, default=float("inf"))
@@ -394,7 +399,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="GNN vs additive baselines and ablations on every split "
                                      "(same as python -m gnnperf.bench)")
     p.add_argument("--quick", action="store_true", help="one seed, few epochs, few holdouts")
-    p.add_argument("--root", type=Path, default=None, help="dataset folder (default: shipped)")
+    p.add_argument("--root", type=Path, default=None, metavar="DIR",
+                   help="dataset folder, as written by `collect --out DIR` (default: shipped)")
     p.add_argument("--out", type=Path, default=None,
                    help="default: benchmarks/ (full run) or benchmarks/quick/ (--quick), so a "
                         "quick check never replaces the committed report")

@@ -28,7 +28,8 @@ from tqdm import tqdm
 
 from . import __version__, zoo
 from .builds import BuildConfig
-from .errors import GnnperfError, HardwareError, one_line
+from .dataset_folder import DatasetFolder
+from .errors import DatasetError, GnnperfError, HardwareError, one_line
 from .features import extract_graph, extract_onnx_graph
 from .hardware import HardwareSpec
 from .lowering import compile_lowered, export_executable, export_kernel_library, lower
@@ -459,6 +460,7 @@ def collect(
 ) -> CollectSummary:
     """Measure ``count`` seeds of every family on every (ISA, threads) and build.
 
+    ``out`` is a dataset folder (:class:`DatasetFolder`): records go to its ``shards/``.
     ``host_tag`` replaces ``local`` in the hardware ids of this machine's records (a
     second machine must not share ids with the one that collected the dataset so far).
     """
@@ -467,10 +469,10 @@ def collect(
             raise GnnperfError(f"unknown model family '{family}'")
     summary = CollectSummary()
     start = time.time()
-    collector = Collector(out, hw, builds, rpc=rpc, rpc_hw=rpc_hw, per_kernel=per_kernel,
-                          settings=settings, max_default_gflops=max_default_gflops,
-                          redo_noisy=redo_noisy, retry_failed=retry_failed,
-                          host_tag=host_tag)
+    collector = Collector(DatasetFolder.resolve(out).shards, hw, builds, rpc=rpc,
+                          rpc_hw=rpc_hw, per_kernel=per_kernel, settings=settings,
+                          max_default_gflops=max_default_gflops, redo_noisy=redo_noisy,
+                          retry_failed=retry_failed, host_tag=host_tag)
     total = len(families) * count * len(hw) * len(collector.builds)
     try:
         with tqdm(total=total, unit="rec", disable=not progress, smoothing=0.05) as bar:
@@ -491,7 +493,7 @@ def remeasure(
     settings: MeasureSettings | None = None,
     progress: bool = True,
 ) -> CollectSummary:
-    """Re-measure ``count`` existing records (whole model) into ``root/noise``.
+    """Re-measure ``count`` existing records (whole model) into the folder's ``noise/``.
 
     The noise floor is the disagreement between two independent measurements of the same
     (model, hardware, build) taken at different times; the ONNX is regenerated from the
@@ -500,23 +502,25 @@ def remeasure(
     """
     import numpy as np
 
-    root = Path(root)
+    folder = DatasetFolder.resolve(root)
+    if not folder.has_shards():
+        raise DatasetError(f"no dataset shards in {folder.root} to re-measure")
     cpu = HardwareSpec.local(measure=False).cpu_model
-    all_records = latest_records(root / "shards")
+    all_records = latest_records(folder.shards)
     # a second measurement on another CPU would measure the machines' difference, not noise
     records = [r for r in all_records if r["hw"]["cpu_model"] == cpu]
     if all_records and not records:
-        raise HardwareError(f"no records in {root / 'shards'} were measured on this machine's "
+        raise HardwareError(f"no records in {folder.shards} were measured on this machine's "
                             f"CPU ('{cpu}'); re-measure them where they were collected")
     probed = [r for r in records if is_probed(r)]
-    already = done_keys(root / "noise")
+    already = done_keys(folder.noise)
     pool = [r for r in (probed or records) if r["key"] not in already]
     rng = np.random.default_rng(seed)
     chosen = [pool[i] for i in rng.permutation(len(pool))[:count]]
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for rec in chosen:
         groups.setdefault((rec["model_id"], rec["hw"]["isa"], rec["build"]), []).append(rec)
-    collector = Collector(root / "noise", [], [], settings=settings, shard_prefix="noise")
+    collector = Collector(folder.noise, [], [], settings=settings, shard_prefix="noise")
     summary = CollectSummary()
     start = time.time()
     try:

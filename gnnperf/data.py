@@ -1,7 +1,8 @@
 """The measured dataset as PyTorch Geometric graphs, plus its statistics and splits.
 
 Shards (``datasets/shards/*.jsonl.gz``) hold graphs and labels; re-measurements for
-the noise floor live in ``datasets/noise/``. :class:`LatencyDataset` turns every
+the noise floor live in ``datasets/noise/`` (:mod:`gnnperf.dataset_folder` says how a
+folder is laid out). :class:`LatencyDataset` turns every
 record into a ``Data`` object whose node features are the kernel features followed
 by the hardware features (the hardware is on every node), with ``y`` the log of the
 whole-model median latency in ms and ``y_kernel`` the log per-kernel latencies.
@@ -26,6 +27,7 @@ from torch_geometric.data import Data, InMemoryDataset
 
 from .atomic import atomic_path
 from .builds import BUILD_KINDS, BuildConfig
+from .dataset_folder import DatasetFolder, default_root
 from .errors import DatasetError, one_line
 from .features import KernelGraph, node_feature_names, node_feature_vector
 from .hardware import FEATURE_NAMES as HW_FEATURE_NAMES
@@ -34,12 +36,9 @@ from .shards import SCHEMA_VERSION, is_probed, iter_lines, latest_records, shard
 
 #: Bump when the fields of the encoded ``Data`` items change (invalidates processed caches).
 _DATA_LAYOUT = 4
-DEFAULT_ROOT = Path(__file__).resolve().parent.parent / "datasets"
 
-
-def default_root() -> Path:
-    """The shipped dataset folder (``GNNPERF_DATASETS`` overrides it)."""
-    return Path(os.environ.get("GNNPERF_DATASETS", DEFAULT_ROOT))
+__all__ = ["DatasetFolder", "LatencyDataset", "dataset_stats", "default_root", "fingerprint",
+           "graph_to_data", "split_indices"]
 
 
 #: One-hot build kind on every node. The kernel graph also shows the build in its loop
@@ -104,17 +103,18 @@ def _regenerate_onnx_graph(record: dict[str, Any]) -> dict[str, Any]:
     return extract_onnx_graph(load_onnx(zoo.export_onnx(spec))).to_dict()
 
 
-def fingerprint(root: str | os.PathLike[str] | None = None) -> str:
-    """Content hash of the record shards under ``root/shards`` and of the feature layout.
+def fingerprint(root: str | os.PathLike[str] | DatasetFolder | None = None) -> str:
+    """Content hash of the record shards of a dataset folder and of the feature layout.
 
-    Re-measurements for the noise floor (``root/noise``) do not change what is trained on,
+    Re-measurements for the noise floor (``noise/``) do not change what is trained on,
     so they leave the fingerprint (and processed caches, checkpoints' match) alone.
     """
-    root = Path(root) if root is not None else default_root()
+    folder = DatasetFolder.resolve(root)
     h = hashlib.sha256(
         f"schema{SCHEMA_VERSION}|layout{_DATA_LAYOUT}|{','.join(feature_names())}".encode())
-    for path in shard_paths(root / "shards"):
-        h.update(str(path.relative_to(root)).encode())
+    for path in shard_paths(folder.shards):
+        # named as in the standard layout, so a flat folder hashes like its standard twin
+        h.update(f"shards/{path.name}".encode())
         h.update(hashlib.sha256(path.read_bytes()).digest())
     return h.hexdigest()[:16]
 
@@ -127,6 +127,17 @@ def split_group(record: dict[str, Any]) -> str:
     let one architecture leak from training into test.
     """
     return str(record.get("onnx_graph_id") or record.get("onnx_sha256") or record["model_id"])
+
+
+def _existing(root: str | os.PathLike[str] | DatasetFolder | None) -> DatasetFolder:
+    """A dataset folder that holds shards, or a one-line :class:`DatasetError`."""
+    folder = DatasetFolder.resolve(root)
+    if not folder.root.exists():
+        raise DatasetError(f"dataset folder {folder.root} does not exist")
+    if not folder.has_shards():
+        raise DatasetError(f"no dataset shards in {folder.root} (looked in {folder.shards}); "
+                           "write some with `gnnperf collect --out DIR`")
+    return folder
 
 
 def record_to_data(record: dict[str, Any], graph: KernelGraph) -> Data:
@@ -156,7 +167,9 @@ def record_to_data(record: dict[str, Any], graph: KernelGraph) -> Data:
 
 
 class LatencyDataset(InMemoryDataset):
-    """PyG dataset over the shards in ``root/shards`` (default: the shipped datasets/).
+    """PyG dataset over the shards of a dataset folder (default: the shipped datasets/).
+
+    ``root`` is any spelling :meth:`DatasetFolder.resolve` accepts.
 
     ``graph="kernel"`` (default) encodes the TVM-lowered kernel graph of each record;
     ``graph="onnx"`` the unfused ONNX operator graph of the same records, in the same
@@ -165,14 +178,14 @@ class LatencyDataset(InMemoryDataset):
 
     def __init__(self, root: str | os.PathLike[str] | None = None, transform: Any = None,
                  force_reload: bool = False, graph: str = "kernel") -> None:
-        root = Path(root) if root is not None else default_root()
-        if not (root / "shards").is_dir():
-            raise DatasetError(f"no shards folder in {root}")
+        folder = _existing(root)
         if graph not in GRAPH_KINDS:
             raise DatasetError(f"unknown graph kind '{graph}'; use one of {GRAPH_KINDS}")
         self.graph_kind = graph
-        self._fingerprint = fingerprint(root)
-        super().__init__(str(root), transform, force_reload=force_reload)
+        self.folder = folder
+        self._fingerprint = fingerprint(folder)
+        # PyG's "Processing..." would be a second line beside an error's one
+        super().__init__(str(folder.root), transform, force_reload=force_reload, log=False)
         try:
             self.load(self.processed_paths[0])
         except Exception:  # an unreadable cache (another torch, a disk error): rebuild it
@@ -186,11 +199,11 @@ class LatencyDataset(InMemoryDataset):
 
     @property
     def raw_dir(self) -> str:
-        return os.path.join(self.root, "shards")
+        return str(self.folder.shards)
 
     @property
     def processed_dir(self) -> str:
-        return os.path.join(self.root, "processed")
+        return str(self.folder.processed)
 
     @property
     def raw_file_names(self) -> list[str]:
@@ -327,11 +340,17 @@ def _mean_std(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 class FeatureScaler:
-    """Per-feature mean/std of node and edge features, fitted on training graphs only."""
+    """Per-feature mean/std of node and edge features, fitted on training graphs only.
+
+    ``columns`` picks a checkpoint's own node columns out of today's encoding (a
+    checkpoint trained before a column was added); None keeps every column.
+    """
 
     def __init__(self, x_mean: torch.Tensor, x_std: torch.Tensor, e_mean: torch.Tensor,
-                 e_std: torch.Tensor) -> None:
+                 e_std: torch.Tensor, columns: Sequence[int] | None = None) -> None:
         self.x_mean, self.x_std, self.e_mean, self.e_std = x_mean, x_std, e_mean, e_std
+        self.columns = torch.tensor(list(columns), dtype=torch.long) \
+            if columns is not None else None
 
     @classmethod
     def fit(cls, graphs: Iterable[Data]) -> FeatureScaler:
@@ -349,7 +368,8 @@ class FeatureScaler:
 
     def __call__(self, data: Data) -> Data:
         data = data.clone()
-        data.x = ((data.x - self.x_mean) / self.x_std).clamp(-self.CLIP, self.CLIP)
+        x = data.x if self.columns is None else data.x[:, self.columns]
+        data.x = ((x - self.x_mean) / self.x_std).clamp(-self.CLIP, self.CLIP)
         if data.edge_attr is not None and data.edge_attr.numel():
             data.edge_attr = ((data.edge_attr - self.e_mean) / self.e_std).clamp(
                 -self.CLIP, self.CLIP)
@@ -359,24 +379,28 @@ class FeatureScaler:
         return {k: getattr(self, k).tolist() for k in ("x_mean", "x_std", "e_mean", "e_std")}
 
     @classmethod
-    def from_state_dict(cls, state: dict[str, list[float]]) -> FeatureScaler:
-        return cls(*(torch.tensor(state[k]) for k in ("x_mean", "x_std", "e_mean", "e_std")))
+    def from_state_dict(cls, state: dict[str, list[float]],
+                        columns: Sequence[int] | None = None) -> FeatureScaler:
+        return cls(*(torch.tensor(state[k]) for k in ("x_mean", "x_std", "e_mean", "e_std")),
+                   columns=columns)
 
 
 # -- statistics -----------------------------------------------------------------------------
 
 
-def noise_pairs(root: Path) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """(record, its re-measurement) for every re-measurement under ``root/noise``.
+def noise_pairs(root: str | os.PathLike[str] | DatasetFolder | None
+                ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(record, its re-measurement) for every re-measurement in the folder's ``noise/``.
 
     The record is the one that was repeated (matched by its creation time), not a
     newer record of the same key.
     """
-    noise_dir = root / "noise"
+    folder = DatasetFolder.resolve(root)
+    noise_dir = folder.noise
     if not noise_dir.is_dir():
         return []
     records = {(r["key"], r.get("created_at")): r
-               for r in iter_lines(root / "shards", kinds=("record",))}
+               for r in iter_lines(folder.shards, kinds=("record",))}
     return [(records[pair], obj) for obj in iter_lines(noise_dir, kinds=("remeasure",))
             if (pair := (obj["key"], obj.get("first_created_at"))) in records]
 
@@ -402,17 +426,15 @@ def _noise_floor_per(pairs: list[Pair], key: Callable[[dict[str, Any]], str]
 
 def dataset_stats(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """Counts, latency range, failures and noise floor of a dataset folder."""
-    root = Path(root) if root is not None else default_root()
-    shards = root / "shards"
-    if not shards.is_dir():
-        raise DatasetError(f"no shards folder in {root}")
+    folder = _existing(root)
+    shards = folder.shards
     records = latest_records(shards)
     failures = list(iter_lines(shards, kinds=("failure",)))
     lat = [r["whole"]["median_ms"] for r in records]
     per_family = Counter(r["model"]["family"] for r in records)
     per_hw = Counter(r["hw_id"] for r in records)
     per_build = Counter(r["build"] for r in records)
-    pairs = noise_pairs(root)
+    pairs = noise_pairs(folder)
     probed = [(r, o) for r, o in pairs if is_probed(r) and is_probed(o)]
     unprobed = [(r, o) for r, o in pairs if not (is_probed(r) and is_probed(o))]
     # The floor of the current protocol; pairs taken before the speed probe are reported
@@ -420,8 +442,8 @@ def dataset_stats(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     noise_pairs_used = probed or unprobed
     cpus = sorted({r["hw"]["cpu_model"] for r in records})
     sizes = [p.stat().st_size for p in shard_paths(shards)]
-    noise_sizes = ([p.stat().st_size for p in shard_paths(root / "noise")]
-                   if (root / "noise").is_dir() else [])
+    noise_sizes = ([p.stat().st_size for p in shard_paths(folder.noise)]
+                   if folder.noise.is_dir() else [])
     return {
         "records": len(records),
         "models": len({r["model_id"] for r in records}),

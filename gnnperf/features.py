@@ -12,7 +12,10 @@ Relax ``main`` function in binding order, which is the VM's execution order:
 Weights (constants) and graph inputs are not nodes: each kernel carries the bytes it
 reads from them as ``param_bytes`` and ``input_bytes`` features. Kernel features come
 from the scheduled TIR (FLOPs, bytes, loop nest, MetaSchedule's per-store features),
-so whatever produced the schedule, the features describe what runs.
+so whatever produced the schedule, the features describe what runs. An analysis that
+cannot run on a kernel (scans and kernels with opaque blocks defeat TVM's schedule
+analyses) leaves its features at zero and is named in the node's ``missing``, which
+the encoding turns into a flag feature: every kernel the VM executes is a node.
 """
 
 from __future__ import annotations
@@ -28,7 +31,6 @@ import tvm
 from tvm import relax, tirx
 
 from .builds import kernel_hash, tune_context
-from .errors import LoweringError, one_line
 from .lowering import OP_PATTERNS, LoweredModel
 
 #: Builtins that do no tensor work: allocation, checks and liveness bookkeeping.
@@ -88,6 +90,10 @@ class KernelNode:
     input_bytes: int
     loops: dict[str, float] = field(default_factory=dict)
     ms_features: list[float] = field(default_factory=list)
+    #: analyses (of :data:`ANALYSES`) that could not run on this kernel
+    missing: list[str] = field(default_factory=list)
+    #: why the build left this kernel unscheduled (empty: the build's schedule applied)
+    schedule_fallback: str = ""
 
     @property
     def intensity(self) -> float:
@@ -118,6 +124,8 @@ class KernelGraph:
         return {
             "kernels": len(self.nodes),
             "tir_kernels": sum(n.kind == "tir" for n in self.nodes),
+            "kernels_missing_analyses": sum(bool(n.missing) for n in self.nodes),
+            "kernels_unscheduled_by_build": sum(bool(n.schedule_fallback) for n in self.nodes),
             "distinct_kernels": len({n.name for n in self.nodes}),
             "edges": len(self.edges),
             "gflops": self.total_flops / 1e9,
@@ -258,10 +266,46 @@ def ms_store_features(func: tirx.PrimFunc, target: tvm.target.Target) -> list[fl
 def _estimate_flops(func: tirx.PrimFunc) -> float:
     from tvm.s_tir.analysis import estimate_tir_flops
 
-    try:
-        return float(estimate_tir_flops(tvm.IRModule({"main": func})))
-    except Exception:  # dynamic or opaque bodies: count nothing rather than fail the graph
-        return 0.0
+    return float(estimate_tir_flops(tvm.IRModule({"main": func})))
+
+
+#: The static analyses run on every kernel, each of which may fail on some kernels.
+ANALYSES = ("flops", "loops", "ms_features")
+
+
+@dataclass
+class KernelStatics:
+    """What the static analyses say about one PrimFunc (shared by its calls)."""
+
+    flops: float
+    loops: dict[str, float]
+    ms_features: list[float]
+    struct_hash: str
+    missing: list[str]
+
+
+def kernel_statics(func: tirx.PrimFunc, target: tvm.target.Target,
+                   ms_features: bool = True) -> KernelStatics:
+    """Run every analysis of :data:`ANALYSES` on ``func``; one that fails is ``missing``.
+
+    TVM's analyses raise on kernels they cannot parse (a scan such as ``cumsum`` or
+    ``topk`` has no root block for the schedule to get); such a kernel still runs, so it
+    still gets a node, with zeros and a flag instead of the figures.
+    """
+    missing: list[str] = []
+
+    def attempt(name: str, analysis: Any, empty: Any) -> Any:
+        try:
+            return analysis()
+        except Exception:  # TVM analysis errors come from C++ with many types
+            missing.append(name)
+            return empty
+
+    flops = attempt("flops", lambda: _estimate_flops(func), 0.0)
+    loops = attempt("loops", lambda: loop_features(func), {})
+    msf = attempt("ms_features", lambda: ms_store_features(func, target), []) \
+        if ms_features else []
+    return KernelStatics(flops, loops, msf, f"{kernel_hash(func):016x}", missing)
 
 
 # -- graph extraction -----------------------------------------------------------------------
@@ -301,7 +345,7 @@ def extract_graph(lowered: LoweredModel, *, ms_features: bool = True) -> KernelG
     producer: dict[Any, int] = {}
     nodes: list[KernelNode] = []
     edges: list[tuple[int, int, int]] = []
-    func_cache: dict[str, tuple[float, dict[str, float], list[float], str]] = {}
+    func_cache: dict[str, KernelStatics] = {}
     for block in main.body.blocks:
         for binding in block.bindings:
             call = binding.value
@@ -341,18 +385,11 @@ def extract_graph(lowered: LoweredModel, *, ms_features: bool = True) -> KernelG
                     else:
                         param_bytes += nbytes
                 if name not in func_cache:
-                    try:
-                        func_cache[name] = (
-                            _estimate_flops(func),
-                            loop_features(func),
-                            ms_store_features(func, lowered.target) if ms_features else [],
-                            f"{kernel_hash(func):016x}",
-                        )
-                    except Exception as exc:  # TVM analysis errors come from C++
-                        raise LoweringError(
-                            f"feature extraction failed for kernel {name}: {one_line(exc)}"
-                        ) from exc
-                flops, loops, msf, shash = func_cache[name]
+                    func_cache[name] = kernel_statics(func, lowered.target, ms_features)
+                statics = func_cache[name]
+                flops, loops, msf, shash = (statics.flops, statics.loops,
+                                            statics.ms_features, statics.struct_hash)
+                missing = list(statics.missing)
                 pattern = OP_PATTERNS.get(lowered.op_patterns.get(name, 8), "opaque")
                 ops = ops_of(name)
             else:
@@ -370,6 +407,7 @@ def extract_graph(lowered: LoweredModel, *, ms_features: bool = True) -> KernelG
                     outs.append(out_spec)
                     producer[binding.var] = index
                 flops, loops, msf, shash = 0.0, {}, [], name
+                missing = []
                 pattern = "injective"
                 ops = [name.rsplit(".", 1)[-1]]
             nodes.append(
@@ -391,6 +429,8 @@ def extract_graph(lowered: LoweredModel, *, ms_features: bool = True) -> KernelG
                     input_bytes=input_bytes,
                     loops=dict(loops),
                     ms_features=list(msf),
+                    missing=missing,
+                    schedule_fallback=lowered.schedule_fallbacks.get(name, ""),
                 )
             )
     return KernelGraph(
@@ -456,6 +496,7 @@ def node_feature_names() -> list[str]:
               "n_ops", "is_first", "is_last"]
     names += [f"loop_log_{k}" for k in LOOP_KEYS]
     names += [f"ms_{i}" for i in range(MS_FEATURE_DIM)]
+    names += [f"missing_{a}" for a in ANALYSES] + ["schedule_fallback"]
     return names
 
 
@@ -482,6 +523,8 @@ def node_feature_vector(node: KernelNode, n_nodes: int) -> list[float]:
     vec += [math.log1p(node.loops.get(k, 0.0)) for k in LOOP_KEYS]
     ms = node.ms_features or [0.0] * MS_FEATURE_DIM
     vec += [float(v) for v in ms[:MS_FEATURE_DIM]]
+    vec += [1.0 if a in node.missing else 0.0 for a in ANALYSES]
+    vec += [1.0 if node.schedule_fallback else 0.0]
     return vec
 
 

@@ -203,17 +203,23 @@ class HardwareSpec:
         return cls.local(isa, threads)
 
     @classmethod
-    def coerce(cls, hw: HardwareSpec | dict[str, Any] | str) -> HardwareSpec:
+    def coerce(cls, hw: HardwareSpec | dict[str, Any] | str | os.PathLike[str]
+               ) -> HardwareSpec:
         """Accept a spec, its dict, a JSON file path, or an id string."""
         if isinstance(hw, HardwareSpec):
             return hw
         if isinstance(hw, dict):
             return cls.from_dict(hw)
+        if isinstance(hw, os.PathLike):
+            hw = os.fspath(hw)
         if isinstance(hw, str):
             if hw.endswith(".json"):
                 if not Path(hw).is_file():
                     raise HardwareError(f"no hardware spec file '{hw}'")
-                return cls.from_json(Path(hw).read_text())
+                try:
+                    return cls.from_json(Path(hw).read_text())
+                except HardwareError as exc:
+                    raise HardwareError(f"{hw}: {exc}") from None
             return cls.from_id(hw)
         raise HardwareError(f"cannot use {type(hw).__name__} as a hardware spec")
 

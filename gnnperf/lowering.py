@@ -61,6 +61,8 @@ class LoweredModel:
     inputs: dict[str, tuple[tuple[int, ...], str]]
     op_patterns: dict[str, int]
     timings: dict[str, float] = field(default_factory=dict)
+    #: kernels the build could not schedule and left as they were → why
+    schedule_fallbacks: dict[str, str] = field(default_factory=dict)
 
     def primfuncs(self) -> dict[str, tirx.PrimFunc]:
         return {
@@ -127,7 +129,7 @@ def lower(
             timings["fuse_s"] = time.perf_counter() - start
             patterns = _op_patterns(fused)
             start = time.perf_counter()
-            scheduled = apply_build(fused, build, target)
+            scheduled, fallbacks = apply_build(fused, build, target)
             timings["schedule_s"] = time.perf_counter() - start
             start = time.perf_counter()
             final = tvm.transform.Sequential(
@@ -138,7 +140,7 @@ def lower(
         raise
     except Exception as exc:  # TVM raises C++-side errors of many types
         raise LoweringError(f"lowering for {target.kind.name} failed: {one_line(exc)}") from exc
-    return LoweredModel(final, target, build, inputs, patterns, timings)
+    return LoweredModel(final, target, build, inputs, patterns, timings, fallbacks)
 
 
 def lower_onnx(

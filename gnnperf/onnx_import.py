@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
-from onnx import helper, inliner, numpy_helper
+from onnx import TensorProto, helper, inliner, numpy_helper
 
 from gnnperf.errors import (
     DynamicShapeError,
@@ -51,6 +51,10 @@ _SMALL_INPUT_ELEMENTS = 1024
 _INFERENCE_INIT_ELEMENTS = 1 << 12
 _MAX_FOLD_ROUNDS = 32
 _PROTOBUF_LIMIT = (1 << 31) - 1
+# No tensor of a model may exceed this: larger ones are dimensions gone wrong, not models.
+MAX_TENSOR_BYTES = 100e9
+_FLOAT_TYPES = frozenset({TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16,
+                          TensorProto.BFLOAT16})
 
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 # Non-deterministic ops: folding them would freeze one random draw into the model.
@@ -102,8 +106,10 @@ def load_onnx(
         # Model-local functions (dynamo exports) would hide their bodies from folding and TVM.
         model = inliner.inline_local_functions(model)
     _name_unnamed_nodes(model.graph)
+    _check_weights(model, where)
     _make_inputs_static(model, input_shapes or {})
     model = _fold_constants(model)
+    _check_tensor_sizes(model, where)
     return model
 
 
@@ -348,7 +354,10 @@ def _make_inputs_static(model: onnx.ModelProto, overrides: Mapping[str, Sequence
             )
     if first_problem is not None:
         hint = ", ".join(f"'{name}': {template}" for name, template in pending.items())
-        raise DynamicShapeError(f"{first_problem}; pass input_shapes={{{hint}}}")
+        flags = " ".join(f"--input-shape {name}={template.strip('[]').replace(' ', '')}"
+                         for name, template in pending.items())
+        raise DynamicShapeError(f"{first_problem}; pass input_shapes={{{hint}}} "
+                                f"(command line: {flags})")
 
     # Old inferred types may carry symbolic dims that contradict the new static ones.
     del graph.value_info[:]
@@ -375,6 +384,42 @@ def _set_static_shape(value: onnx.ValueInfoProto, dims: Sequence[int]) -> None:
 # --------------------------------------------------------------------------------------------
 # Shape inference
 # --------------------------------------------------------------------------------------------
+
+
+def _check_weights(model: onnx.ModelProto, where: str) -> None:
+    """Refuse NaN weights: such a model computes nothing meaningful, and NaNs run at other
+    speeds than numbers, so neither a label nor a prediction would mean anything."""
+    tensors = [(init.name, init) for init in model.graph.initializer]
+    tensors += [(node.output[0], attr.t) for node in model.graph.node
+                if node.op_type == "Constant" for attr in node.attribute if attr.name == "value"]
+    for name, tensor in tensors:
+        if tensor.data_type not in _FLOAT_TYPES:
+            continue
+        try:
+            values = numpy_helper.to_array(tensor)
+        except Exception as err:  # noqa: BLE001 - a tensor whose data is unreadable
+            raise ModelLoadError(f"{where}: weight '{name}' cannot be read: {one_line(err)}"
+                                 ) from err
+        if np.isnan(values).any():
+            raise ModelLoadError(f"{where}: weight '{name}' holds {int(np.isnan(values).sum())} "
+                                 "NaN values; export the model from finite weights")
+
+
+def _check_tensor_sizes(model: onnx.ModelProto, where: str) -> None:
+    """Refuse a model with a tensor no machine here could hold (a dimension gone wrong)."""
+    for name, (elem_type, shape) in _collect_types(model).items():
+        if not shape or any(d is None for d in shape):
+            continue
+        try:
+            itemsize = helper.tensor_dtype_to_np_dtype(elem_type).itemsize
+        except (KeyError, TypeError):
+            continue
+        nbytes = math.prod(shape) * itemsize
+        if nbytes > MAX_TENSOR_BYTES:
+            raise ModelLoadError(
+                f"{where}: tensor '{name}' of shape {list(shape)} would take "
+                f"{nbytes / 1e9:,.0f} GB, over the {MAX_TENSOR_BYTES / 1e9:.0f} GB gnnperf "
+                "accepts; check the model's dimensions and --input-shape")
 
 
 def _inference_skeleton(model: onnx.ModelProto) -> onnx.ModelProto:

@@ -2,8 +2,10 @@
 
 A shard is rewritten whole through a temp file and ``os.replace`` after every
 appended line, so a kill at any moment leaves either the old or the new shard on
-disk, never a torn one; a line whose checksum does not match (hand edits, disk
-errors) is skipped with a warning rather than poisoning the dataset.
+disk, never a torn one. A line that is not JSON or whose checksum does not match
+(hand edits, disk errors) stops every reader with a :class:`DatasetError` naming
+the shard and line: skipping it would silently train on less, and a collector
+extending that shard would rewrite it without the line.
 
 Four line kinds share a shard:
 
@@ -26,7 +28,6 @@ import gzip
 import hashlib
 import json
 import os
-import warnings
 from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
@@ -65,11 +66,12 @@ def iter_shard(path: Path) -> Iterator[dict[str, Any]]:
         try:
             obj = json.loads(line)
         except json.JSONDecodeError:
-            warnings.warn(f"{path}:{number}: not JSON, skipped", stacklevel=2)
-            continue
-        if obj.get("crc") != checksum(obj):
-            warnings.warn(f"{path}:{number}: checksum mismatch, skipped", stacklevel=2)
-            continue
+            obj = None
+        if not isinstance(obj, dict) or obj.get("crc") != checksum(obj):
+            what = "is not JSON" if obj is None else "fails its checksum"
+            raise DatasetError(f"shard {path} line {number} {what} (a hand edit or a disk "
+                               "error): restore the shard from version control or delete "
+                               "that line")
         yield obj
 
 
@@ -77,7 +79,8 @@ def shard_paths(root: str | os.PathLike[str]) -> list[Path]:
     root = Path(root)
     if not root.exists():
         raise DatasetError(f"dataset folder {root} does not exist")
-    return sorted(p for p in root.rglob(SHARD_GLOB) if not p.name.startswith("."))
+    # one level only: in a flat dataset folder the shards sit beside noise/ and processed/
+    return sorted(p for p in root.glob(SHARD_GLOB) if not p.name.startswith("."))
 
 
 def iter_lines(root: str | os.PathLike[str], kinds: Collection[str] | None = None
@@ -131,7 +134,11 @@ class ShardWriter:
         if existing:
             last = existing[-1]
             self._index = int(last.name[len(prefix) + 1:].split(".")[0])
-            lines = [_canonical(obj) for obj in iter_shard(last)]
+            try:
+                lines = [_canonical(obj) for obj in iter_shard(last)]
+            except DatasetError:
+                self.close()
+                raise
             if len(lines) < max_lines:
                 self._lines = lines  # keep filling the last shard
             else:

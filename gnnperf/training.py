@@ -433,15 +433,29 @@ def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
     try:
         payload = torch.load(path, map_location="cpu", weights_only=False)
     except Exception as exc:
-        raise CheckpointError(f"checkpoint {path} is unreadable: {exc}") from None
+        raise CheckpointError(f"checkpoint {path} is unreadable: {one_line(exc)}") from None
     if not isinstance(payload, dict) or "format" not in payload:
         raise CheckpointError(f"{path} is not a gnnperf checkpoint")
     if payload["format"] != CHECKPOINT_FORMAT:
         raise CheckpointError(f"checkpoint {path} has format {payload['format']}, this gnnperf "
                               f"reads {CHECKPOINT_FORMAT}; retrain it")
-    if payload.get("feature_names") != feature_names():
-        raise CheckpointError(f"checkpoint {path} was trained on other features; retrain it")
+    payload["feature_columns"] = checkpoint_columns(payload.get("feature_names"), path)
     return payload
+
+
+def checkpoint_columns(names: Any, path: Path) -> list[int] | None:
+    """Where a checkpoint's feature columns sit among today's (None: the same columns).
+
+    A checkpoint trained before a feature was added still reads today's graphs: the
+    encoding only ever adds columns, so its own are picked out by name, in its order.
+    """
+    current = feature_names()
+    if names == current:
+        return None
+    index = {name: i for i, name in enumerate(current)}
+    if not isinstance(names, list) or not names or any(n not in index for n in names):
+        raise CheckpointError(f"checkpoint {path} was trained on other features; retrain it")
+    return [index[n] for n in names]
 
 
 def model_from_checkpoint(payload: dict[str, Any]) -> tuple[EnsembleGNN, FeatureScaler]:
@@ -449,7 +463,8 @@ def model_from_checkpoint(payload: dict[str, Any]) -> tuple[EnsembleGNN, Feature
         model = EnsembleGNN(ModelConfig(**payload["model_config"]))
         model.load_state_dict({k: v.float() if v.is_floating_point() else v
                                for k, v in payload["state_dict"].items()})
-        scaler = FeatureScaler.from_state_dict(payload["scaler"])
+        scaler = FeatureScaler.from_state_dict(payload["scaler"],
+                                               columns=payload.get("feature_columns"))
     except (KeyError, TypeError, RuntimeError) as exc:
         raise CheckpointError(f"checkpoint does not fit this gnnperf: {one_line(exc)}") from None
     model.eval()

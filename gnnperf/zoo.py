@@ -46,6 +46,7 @@ __all__ = [
     "export_onnx",
     "onnx_sha256",
     "sample_spec",
+    "tiny_spec",
 ]
 
 T = TypeVar("T")
@@ -80,6 +81,8 @@ class ModelSpec:
     @property
     def model_id(self) -> str:
         """Stable, sortable id such as ``resnet-000017`` (used as a file and record key)."""
+        if self.hparams.get("tiny"):
+            return f"{self.family}-{self.seed:06d}-tiny"
         return f"{self.family}-{self.seed:06d}"
 
     def to_dict(self) -> dict[str, Any]:
@@ -1334,8 +1337,12 @@ _HF_OPTIONS: dict[str, tuple[tuple[int, int], ...]] = {
     "hf-vit-b16": ((1, 64), (1, 96), (1, 128), (2, 64)),
     "hf-bert-base": ((1, 16), (1, 32), (1, 64), (2, 16), (2, 32)),
     "hf-gpt2": ((1, 16), (1, 32), (1, 64), (2, 16), (2, 32)),
+    "hf-roberta-base": ((1, 16), (1, 32), (1, 64), (2, 16), (2, 32)),
 }
-_HF_TEXT = frozenset({"hf-bert-base", "hf-gpt2"})
+_HF_TEXT = frozenset({"hf-bert-base", "hf-gpt2", "hf-roberta-base"})
+_HF_VOCAB = {"hf-bert-base": 30522, "hf-gpt2": 50257, "hf-roberta-base": 50265}
+#: Vocabulary of the tiny text variants (:func:`tiny_spec`).
+_TINY_VOCAB = 128
 
 
 class _HFWrapper(nn.Module):
@@ -1369,39 +1376,48 @@ class _HFWrapper(nn.Module):
 
 
 def _build_hf(name: str, hp: dict[str, Any]) -> nn.Module:
+    """The architecture at its published size, or at a tiny one (``hp["tiny"]``: the same
+    layer types with few, narrow layers, so tests can lower every architecture quickly)."""
     import transformers as tf
 
     res = int(hp.get("resolution", 0))
+    tiny = bool(hp.get("tiny", False))
     eager = {"attn_implementation": "eager"}
+    # width stages and depths of the convolutional networks; layers/width/heads/MLP of ViTs
+    # and text transformers
+    conv_widths = [8, 16, 32, 64] if tiny else None
+    conv_depths = [1, 1, 1, 1] if tiny else None
+    layers, width, heads, mlp = (1, 32, 2, 64) if tiny else (12, 768, 12, 3072)
     if name == "hf-resnet18":
         cfg: Any = tf.ResNetConfig(
-            embedding_size=64,
-            hidden_sizes=[64, 128, 256, 512],
-            depths=[2, 2, 2, 2],
+            embedding_size=8 if tiny else 64,
+            hidden_sizes=conv_widths or [64, 128, 256, 512],
+            depths=conv_depths or [2, 2, 2, 2],
             layer_type="basic",
-            num_labels=1000,
+            num_labels=10 if tiny else 1000,
         )
         return _HFWrapper(tf.ResNetForImageClassification(cfg), "pixel_values", "logits")
     if name == "hf-resnet50":
         cfg = tf.ResNetConfig(
-            embedding_size=64,
-            hidden_sizes=[256, 512, 1024, 2048],
-            depths=[3, 4, 6, 3],
+            embedding_size=8 if tiny else 64,
+            hidden_sizes=[4 * w for w in conv_widths] if conv_widths else [256, 512, 1024, 2048],
+            depths=conv_depths or [3, 4, 6, 3],
             layer_type="bottleneck",
-            num_labels=1000,
+            num_labels=10 if tiny else 1000,
         )
         return _HFWrapper(tf.ResNetForImageClassification(cfg), "pixel_values", "logits")
     if name == "hf-mobilenetv2":
-        cfg = tf.MobileNetV2Config(depth_multiplier=1.0, image_size=res, num_labels=1001)
+        cfg = tf.MobileNetV2Config(depth_multiplier=0.35 if tiny else 1.0, image_size=res,
+                                   num_labels=10 if tiny else 1001)
         return _HFWrapper(tf.MobileNetV2ForImageClassification(cfg), "pixel_values", "logits")
     if name == "hf-efficientnet-b0":
         cfg = tf.EfficientNetConfig(
-            width_coefficient=1.0,
-            depth_coefficient=1.0,
-            hidden_dim=1280,
+            width_coefficient=0.25 if tiny else 1.0,
+            depth_coefficient=0.25 if tiny else 1.0,
+            hidden_dim=320 if tiny else 1280,  # the top conv: round_filters(1280 × width)
             image_size=res,
             dropout_rate=0.2,
-            num_labels=1000,
+            num_labels=10 if tiny else 1000,
         )
         effnet = tf.EfficientNetForImageClassification(cfg)
         # HF pools with AvgPool2d(kernel=1280, ceil_mode=True), whose ONNX export runtimes
@@ -1410,41 +1426,51 @@ def _build_hf(name: str, hp: dict[str, Any]) -> nn.Module:
         return _HFWrapper(effnet, "pixel_values", "logits")
     if name == "hf-convnext-tiny":
         cfg = tf.ConvNextConfig(
-            hidden_sizes=[96, 192, 384, 768], depths=[3, 3, 9, 3], num_labels=1000
+            hidden_sizes=conv_widths or [96, 192, 384, 768],
+            depths=conv_depths or [3, 3, 9, 3],
+            num_labels=10 if tiny else 1000,
         )
         return _HFWrapper(tf.ConvNextForImageClassification(cfg), "pixel_values", "logits")
     if name == "hf-vit-b16":
         cfg = tf.ViTConfig(
-            hidden_size=768,
-            num_hidden_layers=12,
-            num_attention_heads=12,
-            intermediate_size=3072,
+            hidden_size=width,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            intermediate_size=mlp,
             patch_size=16,
             image_size=res,
-            num_labels=1000,
+            num_labels=10 if tiny else 1000,
             **eager,
         )
         return _HFWrapper(tf.ViTForImageClassification(cfg), "pixel_values", "logits")
-    if name == "hf-bert-base":
-        cfg = tf.BertConfig(
-            vocab_size=30522,
-            hidden_size=768,
-            num_hidden_layers=12,
-            num_attention_heads=12,
-            intermediate_size=3072,
-            max_position_embeddings=512,
+    vocab = int(hp.get("vocab", _HF_VOCAB.get(name, 0)))
+    if name in ("hf-bert-base", "hf-roberta-base"):
+        # RoBERTa differs in its embeddings: position ids are a cumsum over the non-padding
+        # tokens (a scan kernel), counted from padding_idx + 1
+        roberta = name == "hf-roberta-base"
+        config_class = tf.RobertaConfig if roberta else tf.BertConfig
+        cfg = config_class(
+            vocab_size=vocab,
+            hidden_size=width,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            intermediate_size=mlp,
+            max_position_embeddings=514 if roberta else 512,
+            **({"pad_token_id": 1, "type_vocab_size": 1} if roberta else {}),
             **eager,
         )
-        model = tf.BertModel(cfg, add_pooling_layer=False)
-        return _HFWrapper(model, "input_ids", "last_hidden_state")
+        model_class = tf.RobertaModel if roberta else tf.BertModel
+        return _HFWrapper(model_class(cfg, add_pooling_layer=False), "input_ids",
+                          "last_hidden_state")
     if name == "hf-gpt2":
         cfg = tf.GPT2Config(
-            vocab_size=50257,
+            vocab_size=vocab,
             n_positions=1024,
-            n_embd=768,
-            n_layer=12,
-            n_head=12,
+            n_embd=width,
+            n_layer=layers,
+            n_head=heads,
             use_cache=False,
+            **({"bos_token_id": 0, "eos_token_id": 0} if tiny else {}),
             **eager,
         )
         b, n = int(hp["batch"]), int(hp["seq_len"])
@@ -1461,7 +1487,7 @@ def _sample_hf(name: str, s: _Sampler) -> dict[str, Any]:
     key = "seq_len" if name in _HF_TEXT else "resolution"
     hp: dict[str, Any] = {"batch": batch, key: size}
     if name in _HF_TEXT:
-        hp["vocab"] = 30522 if name == "hf-bert-base" else 50257
+        hp["vocab"] = _HF_VOCAB[name]
     return hp
 
 
@@ -1566,6 +1592,29 @@ def sample_spec(family: str, seed: int) -> ModelSpec:
         assert best is not None
         hp = best[1]
     return ModelSpec(family=family, seed=int(seed), hparams=hp, inputs=_inputs_for(family, hp))
+
+
+def tiny_spec(family: str) -> ModelSpec:
+    """The smallest model of ``family`` that still has all of its layer types.
+
+    For checks that every architecture of the zoo lowers, gets a graph and a prediction
+    (in the test suite, on 2 cores): a generated family's smallest of its first eight
+    seeds; a real architecture at batch 1 with few, narrow layers (``hparams["tiny"]``),
+    a 32-pixel image or 8 tokens of a 128-word vocabulary. Its ``model_id`` ends in
+    ``tiny``, so it never passes for a measured zoo model.
+    """
+    if family in _GENERATED:
+        seed = min(range(8), key=lambda s: estimate_flops(sample_spec(family, s)))
+        spec = sample_spec(family, seed)
+        return ModelSpec(family, spec.seed, {**spec.hparams, "tiny": True}, spec.inputs)
+    if family not in _HF_OPTIONS:
+        raise _unknown(family)
+    hp: dict[str, Any] = {"batch": 1, "tiny": True}
+    if family in _HF_TEXT:
+        hp.update(seq_len=8, vocab=_TINY_VOCAB)
+    else:
+        hp["resolution"] = 32
+    return ModelSpec(family, 0, hp, _inputs_for(family, hp))
 
 
 def _construct(family: str, hp: dict[str, Any]) -> nn.Module:

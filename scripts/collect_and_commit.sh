@@ -3,7 +3,7 @@
 # a session ending at any moment loses at most the last interval's records.
 #
 #   scripts/collect_and_commit.sh [MINUTES] -- gnnperf collect args...
-#   scripts/collect_and_commit.sh 20 -- --out datasets/shards --families all --count 30 \
+#   scripts/collect_and_commit.sh 20 -- --out datasets --families all --count 30 \
 #       --hw x86-64-v2:1,x86-64-v2:2,x86-64-v3:1,x86-64-v3:2 --build default,sampled:0
 #
 # Only datasets/shards is committed (`git commit --only`), never other staged work.

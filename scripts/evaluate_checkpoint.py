@@ -19,7 +19,7 @@ from torch_geometric.loader import DataLoader
 
 from gnnperf.data import LatencyDataset, split_indices
 from gnnperf.errors import CheckpointError
-from gnnperf.predict import DEFAULT_CHECKPOINT
+from gnnperf.predictor import DEFAULT_CHECKPOINT
 from gnnperf.training import (
     TrainConfig,
     error_breakdowns,

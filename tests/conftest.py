@@ -137,7 +137,7 @@ def small_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Four models × two thread counts, measured for real (tiny settings)."""
     root = tmp_path_factory.mktemp("ds")
     proc = subprocess.run(
-        [sys.executable, "-m", "gnnperf", "collect", "--out", str(root / "shards"),
+        [sys.executable, "-m", "gnnperf", "collect", "--out", str(root),
          "--families", "squeezenet,mixer", "--count", "2", "--hw", "x86-64-v3:1,x86-64-v3:2",
          "--build", "sampled:0", "--repeat", "3", "--quiet-timeout", "2"],
         capture_output=True, text=True, timeout=900)

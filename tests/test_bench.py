@@ -160,6 +160,6 @@ def test_bench_command_line_reports_bad_input_in_one_line(command: list[str],
                            "--out", str(tmp_path / "out")],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2
-    assert "Traceback" not in proc.stderr and "no shards" in proc.stderr
+    assert "Traceback" not in proc.stderr and "no dataset shards" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "out" / "report.json").exists()

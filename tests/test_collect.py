@@ -84,8 +84,10 @@ def test_shard_writer_rotates_resumes_and_checksums(tmp_path: Path) -> None:
     assert checksum(obj) == checksum(dict(obj, crc="x"))
 
 
-def test_corrupt_lines_are_skipped_with_a_warning(tmp_path: Path) -> None:
+def test_a_corrupt_line_stops_readers_and_names_itself(tmp_path: Path) -> None:
     import gzip
+
+    from gnnperf.errors import DatasetError
 
     with ShardWriter(tmp_path, "t") as w:
         w.append({"kind": "record", "key": "good"})
@@ -93,9 +95,14 @@ def test_corrupt_lines_are_skipped_with_a_warning(tmp_path: Path) -> None:
     text = gzip.decompress(path.read_bytes()).decode()
     tampered = text + text.replace('"good"', '"evil"')
     path.write_bytes(gzip.compress(tampered.encode()))
-    with pytest.warns(UserWarning, match="checksum"):
-        keys = [o["key"] for o in iter_lines(tmp_path)]
-    assert keys == ["good"]
+    with pytest.raises(DatasetError, match=r"line 2 fails its checksum"):
+        list(iter_lines(tmp_path))
+    # a collector would rewrite the shard without the line: it refuses to start instead
+    with pytest.raises(DatasetError, match="line 2"):
+        ShardWriter(tmp_path, "t")
+    path.write_bytes(gzip.compress((text + "{not json\n").encode()))
+    with pytest.raises(DatasetError, match="line 2 is not JSON"):
+        list(iter_lines(tmp_path))
 
 
 def test_hw_list_parsing() -> None:

@@ -18,7 +18,7 @@ from gnnperf.features import extract_graph
 from gnnperf.hardware import HardwareSpec, host_of
 from gnnperf.lowering import lower_onnx
 from gnnperf.model import EnsembleGNN, LatencyGNN, ModelConfig
-from gnnperf.predict import OutOfDistributionWarning, Predictor, predict, predict_many
+from gnnperf.predictor import OutOfDistributionWarning, Predictor, predict, predict_many
 from gnnperf.training import (
     TrainConfig,
     breakdown,
