@@ -8,9 +8,7 @@ the same promises: one line on stderr and exit code 2 from the CLI, a
 from __future__ import annotations
 
 import gzip
-import os
 import shutil
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +17,7 @@ from typing import Any
 import numpy as np
 import onnx
 import torch
+from conftest import export
 from onnx import TensorProto, helper, numpy_helper
 from torch import nn
 
@@ -36,25 +35,15 @@ class BadInput:
     outputs: list[Path] = field(default_factory=list)
 
 
-def _export(model: nn.Module, shape: tuple[int, ...], path: Path,
-            dynamic: dict[str, dict[int, str]] | None = None) -> Path:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(model.eval(), (torch.randn(*shape),), str(path), opset_version=17,
-                          dynamo=False, input_names=["x"], output_names=["y"],
-                          dynamic_axes=dynamic)
-    return path
-
-
 def _conv_model(path: Path, dynamic: bool = False) -> Path:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU())
-    return _export(model, (1, 3, 8, 8), path, {"x": {0: "batch"}} if dynamic else None)
+    return export(model, (1, 3, 8, 8), path, {"x": {0: "batch"}} if dynamic else None)
 
 
 def _lstm_model(path: Path) -> Path:
     torch.manual_seed(0)
-    return _export(nn.LSTM(4, 4, batch_first=True), (1, 3, 4), path)
+    return export(nn.LSTM(4, 4, batch_first=True), (1, 3, 4), path)
 
 
 def _external_data_model(folder: Path) -> Path:
@@ -89,7 +78,7 @@ def _nan_model(path: Path) -> Path:
     model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU())
     with torch.no_grad():
         model[0].weight[0, 0, 0, 0] = float("nan")
-    return _export(model, (1, 3, 8, 8), path)
+    return export(model, (1, 3, 8, 8), path)
 
 
 def _corrupt_one_line(src: Path, dst: Path) -> Path:
@@ -199,9 +188,12 @@ def corpus(folder: Path, good_model: Path, dataset: Path) -> list[BadInput]:
 
 
 def files_under(folder: Path) -> set[str]:
-    """Every file under ``folder`` (relative), to see what a failing command left behind."""
+    """Every file under ``folder`` (relative), to see what a failing command left behind.
+
+    Shard writers' lock files (``.PREFIX.lock``, empty, git-ignored) are not outputs.
+    """
     return {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()
-            and not os.path.basename(p).startswith("__")}
+            and not (p.name.startswith(".") and p.name.endswith(".lock"))}
 
 
 __all__ = ["BadInput", "corpus", "files_under"]

@@ -178,3 +178,55 @@ def test_processed_cache_is_pruned_and_rebuilt_when_unreadable(small_root: Path,
     third = LatencyDataset(root)  # a corrupt cache is rebuilt, not an opaque error
     assert len(third) == len(second)
     assert [p.name for p in current.parent.glob("data-*.pt")] == [current.name]
+
+
+# -- one convention for dataset folders -----------------------------------------------------
+
+
+def test_dataset_folder_spellings(tmp_path: Path) -> None:
+    from gnnperf.dataset_folder import DatasetFolder
+
+    fresh = DatasetFolder.resolve(tmp_path / "new")
+    assert fresh.root == tmp_path / "new" and fresh.shards == tmp_path / "new" / "shards"
+    assert fresh.noise == tmp_path / "new" / "noise" and not fresh.has_shards()
+    ShardWriter(tmp_path / "std" / "shards", "s").append({"kind": "failure", "key": "k"})
+    for spelling in (tmp_path / "std", tmp_path / "std" / "shards"):
+        folder = DatasetFolder.resolve(spelling)
+        assert (folder.root, folder.shards) == (tmp_path / "std", tmp_path / "std" / "shards")
+        assert folder.has_shards()
+    ShardWriter(tmp_path / "flat", "s").append({"kind": "failure", "key": "k"})
+    flat = DatasetFolder.resolve(tmp_path / "flat")
+    assert flat.root == flat.shards == tmp_path / "flat"
+    assert flat.noise == tmp_path / "flat" / "noise"
+
+
+def test_every_command_reads_the_folder_collect_wrote(
+        small_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``small_root`` was written by ``gnnperf collect --out DIR`` (conftest): stats, train
+    and the dataset read that same DIR; the benchmark does too (test_bench)."""
+    from gnnperf.cli import main
+
+    assert (small_root / "shards").is_dir()
+    records = dataset_stats(small_root)["records"]
+    assert records > 0 and len(LatencyDataset(small_root)) == records
+    assert main(["dataset", "stats", "--root", str(small_root)]) == 0
+    assert capsys.readouterr().out.startswith(f"{records} records")
+    assert main(["train", "--root", str(small_root), "--epochs", "2", "--patience", "2",
+                 "--ensemble", "1", "--hidden", "16", "--layers", "1",
+                 "--out", str(tmp_path / "ckpt")]) == 0
+    assert (tmp_path / "ckpt" / "gnnperf.pt").is_file()
+
+
+def test_older_spellings_of_a_dataset_folder_read_the_same(small_root: Path,
+                                                          tmp_path: Path) -> None:
+    flat = tmp_path / "flat"  # what `collect --out DIR` wrote before the convention
+    flat.mkdir()
+    for shard in (small_root / "shards").glob("*.jsonl.gz"):
+        shutil.copy(shard, flat / shard.name)
+    shards_dir = small_root / "shards"  # `--out datasets/shards`, the old README's call
+    expected = dataset_stats(small_root)
+    for spelling in (flat, shards_dir):
+        stats = dataset_stats(spelling)
+        assert (stats["records"], stats["per_hw"]) == (expected["records"], expected["per_hw"])
+    assert LatencyDataset(flat).fingerprint == LatencyDataset(small_root).fingerprint
+    assert len(LatencyDataset(shards_dir)) == expected["records"]

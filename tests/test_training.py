@@ -185,6 +185,36 @@ def test_bad_checkpoints(tmp_path: Path) -> None:
         load_checkpoint(tmp_path / "future.pt")
 
 
+def test_a_checkpoint_older_than_a_feature_reads_its_own_columns_by_name(
+        tmp_path: Path) -> None:
+    from gnnperf.data import FeatureScaler, feature_names
+    from gnnperf.training import CHECKPOINT_FORMAT, checkpoint_columns
+
+    names = feature_names()
+    assert checkpoint_columns(names, tmp_path) is None
+    older = [n for n in names if not n.startswith("missing_") and n != "schedule_fallback"]
+    columns = checkpoint_columns(older, tmp_path)
+    assert columns is not None and [names[i] for i in columns] == older
+    with pytest.raises(CheckpointError, match="other features"):
+        checkpoint_columns([*older, "a_feature_from_the_future"], tmp_path)
+    torch.save({"format": CHECKPOINT_FORMAT, "feature_names": ["nope"]}, tmp_path / "x.pt")
+    with pytest.raises(CheckpointError, match="other features"):
+        load_checkpoint(tmp_path / "x.pt")
+    # the scaler picks those columns out of today's encoding before scaling
+    x = torch.arange(3 * len(names), dtype=torch.float32).reshape(3, len(names))
+    zeros, ones = torch.zeros(len(older)), torch.ones(len(older))
+    scaler = FeatureScaler(zeros, ones, torch.zeros(1), torch.ones(1), columns=columns)
+    from torch_geometric.data import Data
+
+    out = scaler(Data(x=x, edge_attr=torch.zeros((0, 1))))
+    assert torch.equal(out.x, x[:, columns].clamp(-10, 10))
+    # the shipped checkpoint, trained before the analysis flags existed, still loads
+    payload = load_checkpoint(Path(__file__).resolve().parent.parent / "checkpoints")
+    picked = payload["feature_columns"]
+    assert (picked is None and payload["feature_names"] == names) or \
+        [names[i] for i in picked] == payload["feature_names"]
+
+
 def test_loss_options_change_the_objective(small_root: Path) -> None:
     from gnnperf.training import _loss
 
