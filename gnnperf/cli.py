@@ -273,7 +273,7 @@ def cmd_hw(args: argparse.Namespace) -> int:
         print(" ".join(supported_isas()))
         return 0
     spec = HardwareSpec.local(args.isa, args.threads, remeasure=args.remeasure)
-    _print_json({"hw_id": spec.hw_id, **spec.to_dict()})
+    _print_json({"hw_id": spec.hw_id, "cpu_id": spec.cpu_id, **spec.to_dict()})
     return 0
 
 
@@ -361,8 +361,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--retry-failed", action="store_true",
                    help="try again keys that failed (budget skips excepted)")
     p.add_argument("--host-tag", default=None, metavar="TAG",
-                   help="hardware ids TAG/ISA/Nt instead of local/ISA/Nt, for a machine whose "
-                        "CPU differs from the one that collected the dataset so far")
+                   help="hardware ids TAG/ISA/Nt instead of CPU-ID/ISA/Nt (not needed: ids "
+                        "come from the CPU signature, so two CPUs never share one)")
     _add_max_slowdown(p)
     p.set_defaults(func=cmd_collect)
 

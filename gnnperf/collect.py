@@ -28,6 +28,7 @@ from tqdm import tqdm
 
 from . import __version__, zoo
 from .builds import BuildConfig
+from .cpu_identity import CpuSignature, signature_of_hw
 from .dataset_folder import DatasetFolder
 from .errors import DatasetError, GnnperfError, HardwareError, one_line
 from .features import extract_graph, extract_onnx_graph
@@ -100,27 +101,29 @@ def done_keys(root: str | os.PathLike[str], redo_noisy: bool = False,
     return done
 
 
-def cpu_models_by_hw_id(records: Iterable[dict[str, Any]]) -> dict[str, set[str]]:
-    """The CPU models that the records of each hardware id were measured on."""
-    out: dict[str, set[str]] = {}
+def cpus_by_hw_id(records: Iterable[dict[str, Any]]) -> dict[str, set[CpuSignature]]:
+    """The CPU signatures that the records of each hardware id were measured on."""
+    out: dict[str, set[CpuSignature]] = {}
     for rec in records:
-        out.setdefault(rec["hw_id"], set()).add(str(rec["hw"]["cpu_model"]))
+        out.setdefault(rec["hw_id"], set()).add(signature_of_hw(rec["hw"]))
     return out
 
 
-def check_same_machine(spec: HardwareSpec, known: dict[str, set[str]]) -> None:
+def check_same_machine(spec: HardwareSpec, known: dict[str, set[CpuSignature]]) -> None:
     """Refuse to add records of another CPU under a hardware id that names this one.
 
-    Why: a key is ``model|hw_id|build``, and ``local/ISA/Nt`` says nothing about the CPU.
-    A session on another machine would skip the keys done elsewhere and file its own
+    Why: a key is ``model|hw_id|build``. Ids derived from the CPU signature cannot
+    collide, but ids from before signatures (``local/…``, a ``--host-tag``) can: a
+    session on another machine would skip the keys done elsewhere and file its own
     labels under the same ids, mixing two machines in one hardware configuration.
     """
-    others = known.get(spec.hw_id, set()) - {spec.cpu_model}
+    mine = spec.cpu_signature
+    others = [sig for sig in known.get(spec.hw_id, set()) if not sig.matches(mine)]
     if others:
         raise HardwareError(
-            f"the dataset's {spec.hw_id} records come from '{sorted(others)[0]}', but this "
-            f"machine is '{spec.cpu_model}'; collect under its own hardware id with "
-            "--host-tag TAG (e.g. --host-tag epyc)")
+            f"the dataset's {spec.hw_id} records come from CPU {others[0].id} "
+            f"('{others[0].model_name}'), but this machine is {mine.id} "
+            f"('{mine.model_name}'); collect without --host-tag, under this CPU's own ids")
 
 
 def package_versions() -> dict[str, str]:
@@ -210,7 +213,7 @@ class Collector:
         records = latest_records(self.out) if self.out.exists() else []
         self.done = done_keys(self.out, redo_noisy=redo_noisy, retry_failed=retry_failed,
                               records=records)
-        self.cpu_models = cpu_models_by_hw_id(records)
+        self.cpus = cpus_by_hw_id(records)
         self.graphs_written: set[str] = {
             obj["graph_id"] for obj in iter_lines(self.out, kinds=("graph", "onnx_graph"))
         } if self.out.exists() else set()
@@ -229,14 +232,16 @@ class Collector:
                 wait_for_quiet(self.settings.max_other_load,
                                None if timeout == float("inf") else timeout)
                 spec = HardwareSpec.local(isa, threads)
-                if self.host_tag:
-                    spec = dataclasses.replace(spec, host=self.host_tag)
+                # the machine part of the ids is the CPU signature's, so two CPUs never
+                # share one (a --host-tag still overrides it, as before signatures)
+                spec = dataclasses.replace(spec, host=self.host_tag or spec.cpu_id)
             else:
                 assert self.rpc_hw is not None
                 key = self.rpc.rsplit(":", 1)[-1]
+                host = self.rpc_hw.cpu_id if self.rpc_hw.signature else f"rpc-{key}"
                 spec = HardwareSpec.from_dict({**self.rpc_hw.to_dict(), "isa": isa,
-                                               "threads": threads, "host": f"rpc-{key}"})
-            check_same_machine(spec, self.cpu_models)
+                                               "threads": threads, "host": host})
+            check_same_machine(spec, self.cpus)
             self.hw_specs[(isa, threads)] = spec
         return self.hw_specs[(isa, threads)]
 
@@ -505,13 +510,15 @@ def remeasure(
     folder = DatasetFolder.resolve(root)
     if not folder.has_shards():
         raise DatasetError(f"no dataset shards in {folder.root} to re-measure")
-    cpu = HardwareSpec.local(measure=False).cpu_model
+    cpu = HardwareSpec.local(measure=False).cpu_signature
     all_records = latest_records(folder.shards)
-    # a second measurement on another CPU would measure the machines' difference, not noise
-    records = [r for r in all_records if r["hw"]["cpu_model"] == cpu]
+    # a second measurement on another CPU would measure the machines' difference, not noise;
+    # "AMD EPYC" alone names two CPUs here, so the signature decides
+    records = [r for r in all_records if signature_of_hw(r["hw"]).matches(cpu)]
     if all_records and not records:
         raise HardwareError(f"no records in {folder.shards} were measured on this machine's "
-                            f"CPU ('{cpu}'); re-measure them where they were collected")
+                            f"CPU ({cpu.id}, '{cpu.model_name}'); re-measure them where they "
+                            "were collected")
     probed = [r for r in records if is_probed(r)]
     already = done_keys(folder.noise)
     pool = [r for r in (probed or records) if r["key"] not in already]

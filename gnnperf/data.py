@@ -27,6 +27,7 @@ from torch_geometric.data import Data, InMemoryDataset
 
 from .atomic import atomic_path
 from .builds import BUILD_KINDS, BuildConfig
+from .cpu_identity import signature_of_hw
 from .dataset_folder import DatasetFolder, default_root
 from .errors import DatasetError, one_line
 from .features import KernelGraph, node_feature_names, node_feature_vector
@@ -424,6 +425,10 @@ def _noise_floor_per(pairs: list[Pair], key: Callable[[dict[str, Any]], str]
     return {k: mape for k, v in sorted(groups.items()) if (mape := _noise_floor(v)) is not None}
 
 
+def _cpu_id(record: dict[str, Any]) -> str:
+    return signature_of_hw(record["hw"]).id
+
+
 def dataset_stats(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """Counts, latency range, failures and noise floor of a dataset folder."""
     folder = _existing(root)
@@ -458,8 +463,8 @@ def dataset_stats(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
         "noise_floor_by_build_threads": _noise_floor_per(
             noise_pairs_used, lambda r: f"{r['build']}/{r['hw']['threads']}t"),
         # each machine apart too: a noisier host must not hide behind a quieter one's pairs
-        "noise_floor_by_cpu": _noise_floor_per(noise_pairs_used,
-                                               lambda r: r["hw"]["cpu_model"]),
+        # keyed by CPU signature id: one model name ("AMD EPYC") covers two CPUs here
+        "noise_floor_by_cpu": _noise_floor_per(noise_pairs_used, _cpu_id),
         "noise_floor_by_host": _noise_floor_per(noise_pairs_used,
                                                 lambda r: host_of(r["hw_id"])),
         "noise_floor_protocol": "speed-probe" if probed else "load-guard",
@@ -472,7 +477,9 @@ def dataset_stats(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
         "per_hw": dict(sorted(per_hw.items())),
         "per_build": dict(sorted(per_build.items())),
         "cpu_models": cpus,
-        "per_cpu": dict(sorted(Counter(r["hw"]["cpu_model"] for r in records).items())),
+        "per_cpu": dict(sorted(Counter(_cpu_id(r) for r in records).items())),
+        "cpu_signatures": {cpu_id: sig.to_dict() for cpu_id, sig in sorted(
+            {_cpu_id(r): signature_of_hw(r["hw"]) for r in records}.items())},
         "shard_bytes": sum(sizes),
         "shards": len(sizes),
         "noise_shard_bytes": sum(noise_sizes),

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .atomic import write_text
+from .cpu_identity import CpuSignature, read_signature, signature_of_hw
 from .errors import HardwareError
 
 #: x86-64 micro-architecture levels, from oldest to newest, with the CPU flags each needs
@@ -140,11 +141,19 @@ class HardwareSpec:
     mem_bw_gbs: float
     host: str = "local"
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    #: :class:`CpuSignature` as a dict (None in specs written before signatures existed)
+    signature: dict[str, Any] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         _check_isa(self.isa)
         if self.threads < 1:
             raise HardwareError(f"thread count must be >= 1, got {self.threads}")
+        if self.signature is not None:
+            try:
+                CpuSignature.from_dict(self.signature)
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                raise HardwareError(f"malformed CPU signature in hardware spec: {exc!r}"
+                                    ) from None
 
     # -- construction -----------------------------------------------------------------------
     @classmethod
@@ -174,14 +183,16 @@ class HardwareSpec:
         if threads < 1 or threads > cores:
             raise HardwareError(f"thread count {threads} is outside 1..{cores} on this machine")
         peak, bw = _measured_figures(isa, threads, remeasure) if measure else (0.0, 0.0)
+        caches = _cache_sizes_kb()
         return cls(
             isa=isa,
             threads=threads,
             cpu_model=_cpu_model(),
             cores=cores,
-            **_cache_sizes_kb(),
+            **caches,
             peak_gflops=peak,
             mem_bw_gbs=bw,
+            signature=read_signature(cores, caches).to_dict(),
         )
 
     @classmethod
@@ -230,7 +241,8 @@ class HardwareSpec:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> HardwareSpec:
         known = {f for f in cls.__dataclass_fields__}
-        data = {k: v for k, v in data.items() if k != "hw_id"}  # derived, as `gnnperf hw` prints
+        # derived fields, as `gnnperf hw` prints them
+        data = {k: v for k, v in data.items() if k not in ("hw_id", "cpu_id")}
         unknown = set(data) - known
         if unknown:
             raise HardwareError(f"unknown hardware spec fields: {', '.join(sorted(unknown))}")
@@ -257,6 +269,16 @@ class HardwareSpec:
     def hw_id(self) -> str:
         """Short stable id, e.g. ``local/x86-64-v3/2t``."""
         return f"{self.host}/{self.isa}/{self.threads}t"
+
+    @property
+    def cpu_signature(self) -> CpuSignature:
+        """Which CPU this is (a partial, ``legacy`` one for specs older than signatures)."""
+        return signature_of_hw(self.to_dict())
+
+    @property
+    def cpu_id(self) -> str:
+        """The signature's id: the machine part of the hardware ids of its records."""
+        return self.cpu_signature.id
 
     @property
     def simd_width(self) -> int:
@@ -371,7 +393,8 @@ def _measured_figures(isa: str, threads: int, remeasure: bool = False) -> tuple[
     records already collected keep the figures they were measured with.
     """
     cache = _cache_dir() / "hardware.json"
-    key = f"{_cpu_model()}|{isa}|{threads}"
+    # keyed by the CPU signature: two CPUs that share a model name must not share figures
+    key = f"{read_signature(available_cores(), _cache_sizes_kb()).id}|{isa}|{threads}"
     try:
         table = json.loads(cache.read_text())
     except (OSError, json.JSONDecodeError):

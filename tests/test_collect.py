@@ -9,6 +9,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -188,33 +189,46 @@ def test_a_run_where_everything_failed_is_reported_as_such() -> None:
     assert not CollectSummary().all_failed
 
 
-def _foreign_record(root: Path, cpu_model: str) -> None:
+def _legacy_record(root: Path, hw: dict[str, Any], hw_id: str = "local/x86-64-v3/1t") -> None:
+    """A record as collected before CPU signatures: model name, caches and cores only."""
     with ShardWriter(root, "shard-elsewhere") as writer:
-        writer.append({"kind": "record", "key": "m|local/x86-64-v3/1t|default",
-                       "hw_id": "local/x86-64-v3/1t", "hw": {"cpu_model": cpu_model},
-                       "created_at": 1.0, "whole": {"median_ms": 1.0}})
+        writer.append({"kind": "record", "key": f"m|{hw_id}|default", "hw_id": hw_id,
+                       "hw": hw, "created_at": 1.0, "whole": {"median_ms": 1.0}})
 
 
-def test_another_cpu_cannot_file_records_under_the_same_hardware_id(tmp_path: Path) -> None:
+def _this_cpu_as_legacy() -> dict[str, Any]:
+    from gnnperf.hardware import HardwareSpec
+
+    spec = HardwareSpec.local(measure=False)
+    return {"cpu_model": spec.cpu_model, "cores": spec.cores, "l1d_kb": spec.l1d_kb,
+            "l2_kb": spec.l2_kb, "l3_kb": spec.l3_kb}
+
+
+def test_hardware_ids_come_from_the_cpu_signature_and_never_mix_two_cpus(
+        tmp_path: Path) -> None:
     from gnnperf import zoo
     from gnnperf.collect import Collector
     from gnnperf.hardware import HardwareSpec
     from gnnperf.measure import MeasureSettings
 
     quick = MeasureSettings.waiting_at_most(2)  # the load guard need not wait for a quiet CPU
-    _foreign_record(tmp_path, "Some Other CPU")
+    # same model name, another L2 size: Zen 3 beside Zen 4, both "AMD EPYC"
+    other = {**_this_cpu_as_legacy(), "l2_kb": _this_cpu_as_legacy()["l2_kb"] * 2 + 512}
+    _legacy_record(tmp_path, other)
     spec = zoo.sample_spec("nb201", 0)
-    with pytest.raises(HardwareError, match="--host-tag"):
-        Collector(tmp_path, [("x86-64-v3", 1)], ["default"], settings=quick).keys_for(spec)
-    tagged = Collector(tmp_path, [("x86-64-v3", 1)], ["default"], host_tag="box2",
-                       shard_prefix="shard-box2", settings=quick)
-    assert [k for *_, k in tagged.keys_for(spec)] == [
-        f"{spec.model_id}|box2/x86-64-v3/1t|default"]
-    tagged.close()
-    # the machine that collected them keeps its ids
-    _foreign_record(tmp_path / "own", HardwareSpec.local(measure=False).cpu_model)
-    own = Collector(tmp_path / "own", [("x86-64-v3", 1)], ["default"], shard_prefix="s",
-                    settings=quick)
+    cpu_id = HardwareSpec.local(measure=False).cpu_id
+    fresh = Collector(tmp_path, [("x86-64-v3", 1)], ["default"], settings=quick)
+    assert [k for *_, k in fresh.keys_for(spec)] == [
+        f"{spec.model_id}|{cpu_id}/x86-64-v3/1t|default"]
+    fresh.close()
+    # a tag that reuses the other CPU's ids is refused
+    with pytest.raises(HardwareError, match="come from CPU"):
+        Collector(tmp_path, [("x86-64-v3", 1)], ["default"], host_tag="local",
+                  shard_prefix="shard-tag", settings=quick).keys_for(spec)
+    # the machine that collected legacy records may still extend them under their ids
+    _legacy_record(tmp_path / "own", _this_cpu_as_legacy())
+    own = Collector(tmp_path / "own", [("x86-64-v3", 1)], ["default"], host_tag="local",
+                    shard_prefix="s", settings=quick)
     assert [k for *_, k in own.keys_for(spec)] == [f"{spec.model_id}|local/x86-64-v3/1t|default"]
     own.close()
     with pytest.raises(HardwareError, match="host-tag"):
@@ -224,6 +238,7 @@ def test_another_cpu_cannot_file_records_under_the_same_hardware_id(tmp_path: Pa
 def test_noise_is_only_remeasured_on_the_cpu_that_measured_the_records(tmp_path: Path) -> None:
     from gnnperf.collect import remeasure
 
-    _foreign_record(tmp_path / "shards", "Some Other CPU")
+    other = {**_this_cpu_as_legacy(), "l2_kb": _this_cpu_as_legacy()["l2_kb"] * 2 + 512}
+    _legacy_record(tmp_path / "shards", other)  # same model name, another CPU
     with pytest.raises(HardwareError, match="where they were collected"):
         remeasure(tmp_path, 1, progress=False)

@@ -77,9 +77,14 @@ def test_splits_keep_models_together_and_val_off_test(small_root: Path) -> None:
     tr, va, te = split_indices(ds, "leave-family-out", holdout="mixer", val_frac=0.25)
     assert {ds[i].family for i in te} == {"mixer"}
     assert "mixer" not in {ds[i].family for i in tr + va}
-    tr, va, te = split_indices(ds, "leave-hw-out", holdout="local/x86-64-v3/2t", val_frac=0.25)
-    assert {ds[i].hw_id for i in te} == {"local/x86-64-v3/2t"}
-    assert "local/x86-64-v3/2t" not in {ds[i].hw_id for i in tr + va}
+    from gnnperf.hardware import HardwareSpec
+
+    # records' hardware ids name the CPU signature that measured them
+    held = f"{HardwareSpec.local(measure=False).cpu_id}/x86-64-v3/2t"
+    assert held in {ds[i].hw_id for i in range(len(ds))}
+    tr, va, te = split_indices(ds, "leave-hw-out", holdout=held, val_frac=0.25)
+    assert {ds[i].hw_id for i in te} == {held}
+    assert held not in {ds[i].hw_id for i in tr + va}
     with pytest.raises(DatasetError):
         split_indices(ds, "leave-family-out", holdout="nope")
     with pytest.raises(DatasetError):
@@ -133,11 +138,14 @@ def test_stats_and_noise_floor(small_root: Path, tmp_path: Path) -> None:
     assert stats["noise_floor_records"] == 3
     assert stats["noise_floor_mape"] is not None and stats["noise_floor_mape"] >= 0
     assert stats["noise_floor_by_build_threads"]
-    cpu = stats["cpu_models"][0]
+    from gnnperf.hardware import HardwareSpec
+
+    # floors and counts per CPU signature, whose id is also the machine part of the hw ids
+    cpu = HardwareSpec.local(measure=False).cpu_id
     assert stats["noise_floor_by_cpu"] == {cpu: pytest.approx(stats["noise_floor_mape"])}
     assert stats["per_cpu"] == {cpu: stats["records"]}
-    # the fixture was collected under the default host name
-    assert stats["noise_floor_by_host"] == {"local": pytest.approx(stats["noise_floor_mape"])}
+    assert list(stats["cpu_signatures"]) == [cpu]
+    assert stats["noise_floor_by_host"] == {cpu: pytest.approx(stats["noise_floor_mape"])}
     # both measurements ran under the speed probe, so they define the current floor
     assert stats["noise_floor_protocol"] == "speed-probe"
     assert stats["records_probed"] == stats["records"]

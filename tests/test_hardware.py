@@ -94,3 +94,54 @@ def test_malformed_spec_dicts() -> None:
         HardwareSpec.from_dict(data)
     with pytest.raises(HardwareError):
         HardwareSpec.from_json("[1, 2]")
+
+
+# -- CPU signatures ---------------------------------------------------------------------------
+
+ZEN = """processor\t: 0
+vendor_id\t: AuthenticAMD
+cpu family\t: 25
+model\t\t: {model}
+model name\t: AMD EPYC
+stepping\t: 1
+flags\t\t: fpu sse2 avx avx2 fma{extra}
+
+processor\t: 1
+vendor_id\t: AuthenticAMD
+"""
+
+
+def test_two_cpus_with_one_model_name_get_two_signature_ids() -> None:
+    from gnnperf.cpu_identity import read_signature
+
+    zen3 = read_signature(2, {"l1d_kb": 32, "l2_kb": 512, "l3_kb": 32768},
+                          ZEN.format(model=1, extra=""))
+    zen4 = read_signature(2, {"l1d_kb": 32, "l2_kb": 1024, "l3_kb": 32768},
+                          ZEN.format(model=17, extra=" avx512f avx512_vnni"))
+    assert zen3.model_name == zen4.model_name == "AMD EPYC"
+    assert zen3.id != zen4.id and zen3.id.startswith("amd-f25m1s1-")
+    assert zen4.flags == ("avx2", "avx512f", "avx512_vnni")
+    # any one field tells them apart, the L2 size alone included
+    same_but_l2 = read_signature(2, {"l1d_kb": 32, "l2_kb": 1024, "l3_kb": 32768},
+                                 ZEN.format(model=1, extra=""))
+    assert same_but_l2.id != zen3.id
+    assert read_signature(2, {"l1d_kb": 32, "l2_kb": 512, "l3_kb": 32768},
+                          ZEN.format(model=1, extra="")).id == zen3.id
+
+
+def test_specs_carry_their_signature_and_legacy_specs_get_a_partial_one() -> None:
+    from gnnperf.cpu_identity import CpuSignature
+
+    spec = HardwareSpec.local("x86-64", 1, measure=False)
+    assert spec.signature is not None and spec.cpu_id == spec.cpu_signature.id
+    again = HardwareSpec.from_json(spec.to_json())
+    assert again.cpu_id == spec.cpu_id and again.signature == spec.signature
+    assert CpuSignature.from_dict(spec.signature).to_dict() == spec.signature
+    legacy = HardwareSpec.from_dict({**spec.to_dict(), "signature": None})
+    assert legacy.cpu_signature.legacy and "-legacy-" in legacy.cpu_id
+    assert legacy.cpu_signature.matches(spec.cpu_signature)
+    moved = HardwareSpec.from_dict({**spec.to_dict(), "signature": None,
+                                    "l2_kb": spec.l2_kb * 2 + 1})
+    assert not moved.cpu_signature.matches(spec.cpu_signature)
+    with pytest.raises(HardwareError, match="CPU signature"):
+        HardwareSpec.from_dict({**spec.to_dict(), "signature": {"vendor": "x"}})
