@@ -89,7 +89,13 @@ def cmd_measure(args: argparse.Namespace) -> int:
 
     from .features import extract_graph
     from .lowering import compile_lowered, export_executable, export_kernel_library
-    from .measure import MeasureSettings, make_inputs, measure_library, measure_remote
+    from .measure import (
+        MeasureSettings,
+        make_inputs,
+        measure_library,
+        measure_remote,
+        reference_library,
+    )
 
     hw, lowered = _lower_from_args(args, args.threads)
     graph = extract_graph(lowered, ms_features=False)
@@ -105,7 +111,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
             m = measure_remote(lib, arrays, args.rpc, kernels_path=kernels, settings=settings)
         else:
             m = measure_library(lib, arrays, hw.threads, per_kernel=args.per_kernel,
-                                settings=settings)
+                                settings=settings, reference=reference_library(hw))
     if m.kernels is not None and [k.name for k in m.kernels] != expected:
         raise GnnperfError("the executed kernels differ from the kernel graph's nodes")
     if args.json:
@@ -121,6 +127,9 @@ def cmd_measure(args: argparse.Namespace) -> int:
     print(f"{args.model} on {m.device} {hw.isa}/{m.threads}t, build {graph.build}: "
           f"median {w.median_ms:.4f} ms (CV {w.cv * 100:.1f}%, IQR {w.iqr_ms:.4f} ms, "
           f"n={len(w.samples_ms)}, other load {m.other_load * 100:.0f}%, attempts {m.attempts})")
+    if m.reference:
+        print("reference kernels (machine state, interleaved): " + ", ".join(
+            f"{name} {r['median_ms']:.4f} ms" for name, r in m.reference.items()))
     if m.kernels is not None:
         print(f"{'#':>4}  {'kernel':<48} {'ms':>10} {'CV%':>6}")
         for i, k in enumerate(m.kernels):

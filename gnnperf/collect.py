@@ -40,6 +40,7 @@ from .measure import (
     make_inputs,
     measure_library,
     measure_remote,
+    reference_library,
     wait_for_quiet,
 )
 from .onnx_import import import_to_relax, load_onnx
@@ -245,6 +246,10 @@ class Collector:
             self.hw_specs[(isa, threads)] = spec
         return self.hw_specs[(isa, threads)]
 
+    def _reference(self, isa: str, threads: int) -> Path:
+        """The reference suite compiled for this machine at ``isa`` (cached on disk)."""
+        return reference_library(self._hw(isa, threads))
+
     def _worker(self, threads: int) -> MeasureWorker:
         worker = self.workers.get(threads)
         if worker is None or worker._proc.poll() is not None:
@@ -350,7 +355,8 @@ class Collector:
                         else:
                             m = measure_library(lib, arrays, threads, per_kernel=self.per_kernel,
                                                 settings=self.settings,
-                                                worker=self._worker(threads))
+                                                worker=self._worker(threads),
+                                                reference=self._reference(isa, threads))
                         if m.kernels is not None and [k.name for k in m.kernels] != [
                             n.name for n in graph.nodes
                         ]:
@@ -382,6 +388,7 @@ class Collector:
                         "other_load": m.other_load,
                         "slowdown": m.slowdown,
                         "slow_tries": m.slow_tries,
+                        "reference": m.reference,
                         "kernels_slowdown": max((k.slowdown or 1.0 for k in m.kernels),
                                                 default=None)
                         if m.kernels is not None else None,
@@ -427,12 +434,14 @@ class Collector:
                     stage = "measure"
                     threads = int(rec["hw"]["threads"])
                     m = measure_library(lib, arrays, threads, settings=self.settings,
-                                        worker=self._worker(threads))
+                                        worker=self._worker(threads),
+                                        reference=self._reference(isa, threads))
                     self.writer.append({
                         "kind": "remeasure", "key": rec["key"], "model_id": rec["model_id"],
                         "whole": m.whole.label(),
                         "other_load": m.other_load, "attempts": m.attempts,
                         "slowdown": m.slowdown, "slow_tries": m.slow_tries,
+                        "reference": m.reference,
                         "first_created_at": rec["created_at"], "created_at": time.time(),
                     })
                     measured.add(rec["key"])

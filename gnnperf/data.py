@@ -471,6 +471,8 @@ def dataset_stats(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
         "noise_floor_unprobed_mape": _noise_floor(unprobed),
         "noise_floor_unprobed_records": len(unprobed),
         "records_probed": sum(is_probed(r) for r in records),
+        # measured under the v2 protocol: reference kernels timed beside the label
+        "records_with_reference": sum(r.get("reference") is not None for r in records),
         "latency_ms_min": float(min(lat)) if lat else None,
         "latency_ms_max": float(max(lat)) if lat else None,
         "per_family": dict(sorted(per_family.items())),

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from gnnperf.collect import done_keys, parse_hw_list
+from gnnperf.cpu_identity import signature_of_hw
 from gnnperf.errors import HardwareError
 from gnnperf.shards import ShardWriter, checksum, iter_lines, latest_records, shard_paths
 
@@ -61,6 +62,11 @@ def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(tmp_path: Path
         assert r["whole"]["median_ms"] > 0 and len(r["whole"]["samples_ms"]) >= 3
         assert len(r["kernels_ms"]) > 0
         assert r["hw"]["isa"] == "x86-64-v3" and r["build"] == "default"
+        # v2: the CPU signature names the hardware id; the machine state rides along
+        assert r["hw_id"].startswith(signature_of_hw(r["hw"]).id + "/")
+        assert set(r["reference"]) == {"gemm", "stream", "chain"}
+        assert all(v["median_ms"] > 0 and len(v["samples_ms"]) >= 2
+                   for v in r["reference"].values())
     # no temp files left (the writer's lock file is not data)
     assert not [p for p in out.iterdir() if p.name.startswith(".") and p.suffix != ".lock"]
 

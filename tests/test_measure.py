@@ -8,8 +8,10 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import psutil
 import pytest
 
@@ -243,3 +245,53 @@ def test_one_thread_timing_is_pinned_to_one_cpu() -> None:
                                      retries=0, wait_s=0.0, pin=True)
     assert len(seen) == 1 and seen <= before
     assert os.sched_getaffinity(0) == before
+
+
+# -- reference kernels (measurement v2: machine state beside every label) ---------------------
+
+
+def test_reference_kernels_compute_what_they_claim() -> None:
+    import tvm
+    from tvm import relax
+
+    from gnnperf.hardware import HardwareSpec
+    from gnnperf.measure.reference import _inputs, reference_library
+
+    hw = HardwareSpec.local("x86-64-v2", 1, measure=False)
+    path = reference_library(hw)
+    assert reference_library(hw) == path  # compiled once, then cached
+    vm = relax.VirtualMachine(tvm.runtime.load_module(str(path)), tvm.cpu())
+    inputs = _inputs()
+    a, b = inputs["gemm"]
+    np.testing.assert_allclose(vm["gemm"](*map(tvm.runtime.tensor, (a, b))).numpy(), a @ b,
+                               rtol=1e-3, atol=1e-3)
+    a, b = inputs["stream"]
+    np.testing.assert_allclose(vm["stream"](*map(tvm.runtime.tensor, (a, b))).numpy(),
+                               1.5 * a + b, rtol=1e-6)
+    (x,) = inputs["chain"]
+    np.testing.assert_allclose(vm["chain"](tvm.runtime.tensor(x)).numpy(), x + 32, rtol=1e-6)
+
+
+def test_reference_rounds_interleave_with_the_model_samples(transformer_onnx: Path,
+                                                            tmp_path: Path) -> None:
+    from gnnperf.hardware import HardwareSpec
+    from gnnperf.measure import REFERENCE_KERNELS, reference_library
+    from gnnperf.measure.timing import time_whole_model
+
+    lowered, _, ex, lib = _build(transformer_onnx, "sampled:0", tmp_path)
+    arrays = make_inputs(lowered.inputs)
+    settings = replace(FAST, reference_blocks=3)
+    events: list[str] = []
+    import tvm
+
+    samples = time_whole_model(tvm.runtime.load_module(str(lib)), tvm.cpu(), arrays,
+                               settings.to_dict(), between=lambda: events.append("round"))
+    assert events == ["round"] * 4 and len(samples) >= settings.repeat
+    reference = reference_library(HardwareSpec.local("x86-64-v3", 2, measure=False))
+    m = measure_library(lib, arrays, 2, settings=settings, reference=reference)
+    assert m.reference is not None and set(m.reference) == set(REFERENCE_KERNELS)
+    for name, r in m.reference.items():
+        assert len(r["samples_ms"]) == 4, name  # one round before each block, one after
+        assert r["median_ms"] > 0 and r["cv"] >= 0
+    assert Measurement.from_dict(m.to_dict()).reference == m.reference
+    assert measure_library(lib, arrays, 2, settings=FAST).reference is None  # v1 still works

@@ -1,0 +1,10 @@
+"""``python -m gnnperf.measure --worker``: the measurement worker process (internal)."""
+
+import sys
+
+from .worker import worker_main
+
+if sys.argv[1:] == ["--worker"]:
+    worker_main()
+else:
+    sys.exit("usage: python -m gnnperf.measure --worker  (internal)")
