@@ -4,7 +4,8 @@ import sys
 
 from .worker import worker_main
 
-if sys.argv[1:] == ["--worker"]:
-    worker_main()
-else:
-    sys.exit("usage: python -m gnnperf.measure --worker  (internal)")
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--worker"]:
+        worker_main()
+    else:
+        sys.exit("usage: python -m gnnperf.measure --worker  (internal)")
