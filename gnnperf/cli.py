@@ -207,7 +207,7 @@ def cmd_dataset_remeasure(args: argparse.Namespace) -> int:
     from .measure import MeasureSettings
 
     root = args.root or default_root()
-    summary = remeasure(root, args.count, seed=args.seed,
+    summary = remeasure(root, args.count, seed=args.seed, min_age_s=args.min_age_minutes * 60,
                         settings=MeasureSettings.waiting_at_most(args.quiet_timeout,
                                                                  **_slowdown_override(args)))
     print(summary.line())
@@ -282,6 +282,13 @@ def cmd_hw(args: argparse.Namespace) -> int:
         print(" ".join(supported_isas()))
         return 0
     spec = HardwareSpec.local(args.isa, args.threads, remeasure=args.remeasure)
+    if not args.no_reference:
+        from dataclasses import replace
+
+        from .measure import measure_reference, reference_library
+
+        timed = measure_reference(reference_library(spec), spec.threads)
+        spec = replace(spec, reference_ms={k: v["median_ms"] for k, v in timed.items()})
     _print_json({"hw_id": spec.hw_id, "cpu_id": spec.cpu_id, **spec.to_dict()})
     return 0
 
@@ -402,6 +409,9 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--count", type=int, default=100)
     q.add_argument("--seed", type=int, default=0)
     q.add_argument("--quiet-timeout", type=float, default=float("inf"))
+    q.add_argument("--min-age-minutes", type=float, default=30.0,
+                   help="re-measure only records at least this old, so the two measurements "
+                        "of a pair see different host states (default 30)")
     _add_max_slowdown(q)
     q.set_defaults(func=cmd_dataset_remeasure)
 
@@ -422,6 +432,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--remeasure", action="store_true",
                    help="run the micro-benchmarks again (best of 3) instead of using the cache; "
                         "do it on a quiet machine")
+    p.add_argument("--no-reference", action="store_true",
+                   help="skip timing the reference kernels (GEMM, stream, call chain) that "
+                        "describe the machine's state now (a few seconds)")
     p.set_defaults(func=cmd_hw)
     _accept_debug_anywhere(parser)
     return parser

@@ -506,8 +506,12 @@ def remeasure(
     seed: int = 0,
     settings: MeasureSettings | None = None,
     progress: bool = True,
+    min_age_s: float = 0.0,
 ) -> CollectSummary:
     """Re-measure ``count`` existing records (whole model) into the folder's ``noise/``.
+
+    Only records at least ``min_age_s`` old are chosen: two measurements minutes apart
+    share the host's state and understate the floor (the A/A protocol wants ≥ 30 min).
 
     The noise floor is the disagreement between two independent measurements of the same
     (model, hardware, build) taken at different times; the ONNX is regenerated from the
@@ -528,6 +532,8 @@ def remeasure(
         raise HardwareError(f"no records in {folder.shards} were measured on this machine's "
                             f"CPU ({cpu.id}, '{cpu.model_name}'); re-measure them where they "
                             "were collected")
+    now = time.time()
+    records = [r for r in records if now - float(r.get("created_at", 0.0)) >= min_age_s]
     probed = [r for r in records if is_probed(r)]
     already = done_keys(folder.noise)
     pool = [r for r in (probed or records) if r["key"] not in already]

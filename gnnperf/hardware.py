@@ -143,6 +143,9 @@ class HardwareSpec:
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
     #: :class:`CpuSignature` as a dict (None in specs written before signatures existed)
     signature: dict[str, Any] | None = field(default=None, compare=False)
+    #: reference kernel → median ms, the machine's state when the spec was taken
+    #: (``gnnperf hw``; see :mod:`gnnperf.measure.reference`); None when not measured
+    reference_ms: dict[str, float] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         _check_isa(self.isa)

@@ -155,7 +155,13 @@ def test_hw_command_prints_a_spec_predict_accepts(tmp_path: Path) -> None:
     path.write_text(proc.stdout)
     from gnnperf.hardware import HardwareSpec
 
-    assert HardwareSpec.coerce(str(path)).hw_id == "local/x86-64-v2/1t"
+    loaded = HardwareSpec.coerce(str(path))
+    assert loaded.hw_id == "local/x86-64-v2/1t"
+    # what the machine does now: the reference kernels' medians, and its CPU signature
+    assert set(spec["reference_ms"]) == {"gemm", "stream", "chain"}
+    assert all(v > 0 for v in spec["reference_ms"].values())
+    assert loaded.reference_ms == spec["reference_ms"]
+    assert spec["cpu_id"] == loaded.cpu_id and spec["signature"]["cores"] == loaded.cores
 
 
 def test_dataset_stats_command(small_root: Path) -> None:

@@ -248,3 +248,18 @@ def test_noise_is_only_remeasured_on_the_cpu_that_measured_the_records(tmp_path:
     _legacy_record(tmp_path / "shards", other)  # same model name, another CPU
     with pytest.raises(HardwareError, match="where they were collected"):
         remeasure(tmp_path, 1, progress=False)
+
+
+def test_remeasure_skips_records_younger_than_the_minimum_age(tmp_path: Path) -> None:
+    """A/A pairs minutes apart share the host's state: too young records wait."""
+    import time as clock
+
+    from gnnperf.collect import remeasure
+
+    with ShardWriter(tmp_path / "shards", "s") as writer:
+        writer.append({"kind": "record", "key": "m|x/x86-64-v3/1t|default",
+                       "hw_id": "x/x86-64-v3/1t", "hw": _this_cpu_as_legacy(),
+                       "created_at": clock.time(), "whole": {"median_ms": 1.0},
+                       "slowdown": 1.0})
+    summary = remeasure(tmp_path, 5, progress=False, min_age_s=1800)
+    assert (summary.done, summary.failed) == (0, 0)

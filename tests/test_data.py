@@ -131,7 +131,8 @@ def test_stats_and_noise_floor(small_root: Path, tmp_path: Path) -> None:
     root = tmp_path / "noisy"
     shutil.copytree(small_root / "shards", root / "shards")
     proc = subprocess.run([sys.executable, "-m", "gnnperf", "dataset", "remeasure", "--root",
-                           str(root), "--count", "3", "--quiet-timeout", "2"],
+                           str(root), "--count", "3", "--quiet-timeout", "2",
+                           "--min-age-minutes", "0"],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     stats = dataset_stats(root)

@@ -41,7 +41,7 @@ from .guard import (
     wait_for_quiet,
     wait_for_quiet_host,
 )
-from .local import measure_library
+from .local import measure_library, measure_reference
 from .reference import REFERENCE_KERNELS, ReferenceSuite, reference_library
 from .remote import measure_remote, parse_rpc
 from .results import KernelTiming, LatencyStats, Measurement, MeasureSettings
@@ -61,6 +61,7 @@ __all__ = [
     "capture_kernel_calls",
     "make_inputs",
     "measure_library",
+    "measure_reference",
     "measure_remote",
     "other_load",
     "parse_rpc",

@@ -7,6 +7,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -83,6 +84,18 @@ def measure_library(
     best.attempts = attempt  # how many measurements were taken; the best one is kept
     best.duration_s = time.time() - started
     return best
+
+
+def measure_reference(library: str | os.PathLike[str], threads: int, rounds: int = 9,
+                      settings: MeasureSettings | None = None) -> dict[str, dict[str, Any]]:
+    """The reference kernels alone, ``rounds`` rounds at ``threads``: the machine's state
+    now, as ``gnnperf hw`` reports it (a few seconds, most of it starting the worker)."""
+    settings = settings or MeasureSettings()
+    wait_for_quiet(settings.max_other_load, settings.quiet_timeout_s)
+    with MeasureWorker(threads) as worker:
+        reply = worker.request({"reference_only": str(Path(library).resolve()),
+                                "rounds": rounds}, settings.timeout_s)
+    return summarise(reply["reference_rounds"])
 
 
 def _score(m: Measurement) -> float:

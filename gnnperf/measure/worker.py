@@ -128,6 +128,10 @@ def worker_main() -> None:
 def _serve(req: dict[str, Any]) -> dict[str, Any]:
     import tvm
 
+    if req.get("reference_only"):  # the machine's state alone (`gnnperf hw`)
+        suite = _reference_suite(req["reference_only"])
+        assert suite is not None
+        return {"reference_rounds": [suite.round() for _ in range(int(req["rounds"]))]}
     lib = tvm.runtime.load_module(req["lib"])
     dev = tvm.cpu()
     with np.load(req["inputs"]) as data:
