@@ -192,9 +192,12 @@ def cmd_dataset_stats(args: argparse.Namespace) -> int:
               f"noise floor "
               + (f"{noise:.2f}% MAPE over {stats['noise_floor_records']} re-measured records"
                  if noise is not None else "not measured yet"))
-    if len(stats["noise_floor_by_cpu"]) > 1:
+    if stats["noise_floor_by_cpu"]:
         print("noise floor per CPU: " + ", ".join(
-            f"{cpu} {mape:.2f}%" for cpu, mape in stats["noise_floor_by_cpu"].items()))
+            f"{cpu} {f['mape']:.2f}% over {f['pairs']} pairs"
+            + (f" ({f['mape_normalised']:.2f}% normalised by the reference kernels)"
+               if f["mape_normalised"] is not None else "")
+            for cpu, f in stats["noise_floor_by_cpu"].items()))
     for title, key in (("family", "per_family"), ("hardware", "per_hw"), ("build", "per_build"),
                        ("CPU", "per_cpu")):
         print(f"per {title}: " + ", ".join(f"{k} {v}" for k, v in stats[key].items()))

@@ -143,7 +143,10 @@ def test_stats_and_noise_floor(small_root: Path, tmp_path: Path) -> None:
 
     # floors and counts per CPU signature, whose id is also the machine part of the hw ids
     cpu = HardwareSpec.local(measure=False).cpu_id
-    assert stats["noise_floor_by_cpu"] == {cpu: pytest.approx(stats["noise_floor_mape"])}
+    floor = stats["noise_floor_by_cpu"][cpu]
+    assert floor["pairs"] == 3 and floor["mape"] == pytest.approx(stats["noise_floor_mape"])
+    # both sides were measured under v2: the reference-normalised floor exists too
+    assert floor["pairs_normalised"] == 3 and floor["mape_normalised"] >= 0
     assert stats["per_cpu"] == {cpu: stats["records"]}
     assert list(stats["cpu_signatures"]) == [cpu]
     assert stats["noise_floor_by_host"] == {cpu: pytest.approx(stats["noise_floor_mape"])}
