@@ -470,6 +470,7 @@ def dataset_stats(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     folder = _existing(root)
     shards = folder.shards
     records = latest_records(shards)
+    signatures = [signature_of_hw(r["hw"]) for r in records]
     failures = list(iter_lines(shards, kinds=("failure",)))
     lat = [r["whole"]["median_ms"] for r in records]
     per_family = Counter(r["model"]["family"] for r in records)
@@ -516,9 +517,9 @@ def dataset_stats(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
         "per_hw": dict(sorted(per_hw.items())),
         "per_build": dict(sorted(per_build.items())),
         "cpu_models": cpus,
-        "per_cpu": dict(sorted(Counter(_cpu_id(r) for r in records).items())),
-        "cpu_signatures": {cpu_id: sig.to_dict() for cpu_id, sig in sorted(
-            {_cpu_id(r): signature_of_hw(r["hw"]) for r in records}.items())},
+        "per_cpu": dict(sorted(Counter(sig.id for sig in signatures).items())),
+        "cpu_signatures": {sig.id: sig.to_dict() for sig in sorted(set(signatures),
+                                                                    key=lambda g: g.id)},
         "shard_bytes": sum(sizes),
         "shards": len(sizes),
         "noise_shard_bytes": sum(noise_sizes),

@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .shards import SHARD_GLOB
+from .shards import shard_paths
 
 DEFAULT_ROOT = Path(__file__).resolve().parent.parent / "datasets"
 
@@ -30,8 +30,7 @@ def default_root() -> Path:
 
 
 def _holds_shards(folder: Path) -> bool:
-    return folder.is_dir() and any(
-        not p.name.startswith(".") for p in folder.glob(SHARD_GLOB))
+    return folder.is_dir() and bool(shard_paths(folder))
 
 
 @dataclass(frozen=True)

@@ -185,8 +185,10 @@ class HardwareSpec:
         threads = cores if threads is None else int(threads)
         if threads < 1 or threads > cores:
             raise HardwareError(f"thread count {threads} is outside 1..{cores} on this machine")
-        peak, bw = _measured_figures(isa, threads, remeasure) if measure else (0.0, 0.0)
         caches = _cache_sizes_kb()
+        signature = read_signature(cores, caches)
+        peak, bw = (_measured_figures(signature.id, isa, threads, remeasure) if measure
+                    else (0.0, 0.0))
         return cls(
             isa=isa,
             threads=threads,
@@ -195,7 +197,7 @@ class HardwareSpec:
             **caches,
             peak_gflops=peak,
             mem_bw_gbs=bw,
-            signature=read_signature(cores, caches).to_dict(),
+            signature=signature.to_dict(),
         )
 
     @classmethod
@@ -388,7 +390,8 @@ def _probe(isa: str, threads: int) -> tuple[float, float]:
 PROBE_RUNS = 3
 
 
-def _measured_figures(isa: str, threads: int, remeasure: bool = False) -> tuple[float, float]:
+def _measured_figures(cpu_id: str, isa: str, threads: int, remeasure: bool = False
+                      ) -> tuple[float, float]:
     """Peak GFLOP/s and memory GB/s for (this CPU, isa, threads), measured once and cached.
 
     Each figure is the best of :data:`PROBE_RUNS` runs. ``remeasure`` replaces the cached
@@ -397,7 +400,7 @@ def _measured_figures(isa: str, threads: int, remeasure: bool = False) -> tuple[
     """
     cache = _cache_dir() / "hardware.json"
     # keyed by the CPU signature: two CPUs that share a model name must not share figures
-    key = f"{read_signature(available_cores(), _cache_sizes_kb()).id}|{isa}|{threads}"
+    key = f"{cpu_id}|{isa}|{threads}"
     try:
         table = json.loads(cache.read_text())
     except (OSError, json.JSONDecodeError):

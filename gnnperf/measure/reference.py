@@ -29,8 +29,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..atomic import atomic_path
-
 if TYPE_CHECKING:
     import tvm
 
@@ -141,15 +139,9 @@ def reference_library(hw: HardwareSpec) -> Path:
         return path
     import tvm
 
-    ex = tvm.compile(reference_module(), hw.target())
-    with atomic_path(path) as tmp:
-        so = tmp.with_suffix(".so")  # export_library picks the toolchain from the suffix
-        try:
-            ex.export_library(str(so))
-            os.replace(so, tmp)
-        finally:
-            so.unlink(missing_ok=True)
-    return path
+    from ..lowering import export_executable
+
+    return export_executable(tvm.compile(reference_module(), hw.target()), path)
 
 
 def _inputs() -> dict[str, list[np.ndarray]]:
