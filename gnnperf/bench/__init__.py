@@ -1,6 +1,6 @@
 """Benchmark: the GNN against additive baselines and its own ablations, on every split.
 
-    python -m gnnperf.bench [--quick] [--root DATASET] [--out benchmarks/]
+    gnnperf bench [--quick] [--root DATASET] [--out benchmarks/]   (or python -m gnnperf.bench)
 
 Writes ``report.json`` (figures), ``report.md`` (tables) and PNG plots. Each method is
 trained on the training side of a split (validation for early stopping only) and
@@ -9,10 +9,8 @@ scored on its test side; figures are mean over seeds with the MAPE spread.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,12 +20,12 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from .atomic import atomic_path, write_text
-from .baselines import LearnedKernelModel, Roofline, measured_kernel_sum
-from .data import LatencyDataset, dataset_stats, split_indices
-from .errors import GnnperfError
-from .hardware import host_of
-from .training import TrainConfig, metrics, train_model
+from ..atomic import atomic_path, write_text
+from ..baselines import LearnedKernelModel, Roofline, measured_kernel_sum
+from ..data import LatencyDataset, dataset_stats, split_indices
+from ..errors import GnnperfError
+from ..hardware import host_of
+from ..training import TrainConfig, metrics, train_model
 
 #: GNN variants on the kernel graph; ``gnn_onnx_graph`` trains ``gnn`` on operator graphs.
 GNN_VARIANTS = {"gnn": {}, "gnn_no_aux": {"aux_weight": 0.0}, "gnn_no_hw": {"use_hw": False}}
@@ -80,12 +78,16 @@ QUICK = BenchConfig(seeds=1, epochs=8, patience=4, hidden=32, layers=2, max_minu
 
 
 def _split_instances(ds: LatencyDataset, cfg: BenchConfig) -> list[tuple[str, str, str | None]]:
-    fams = sorted({str(f) for f in ds._data.family if not str(f).startswith("hf-")})
-    hws = sorted({str(h) for h in ds._data.hw_id})
+    # held-out families and hardware need records measured under v2 to be tested on
+    testable = [bool(v) for v in ds._data.v2]
+    fams = sorted({str(f) for f, ok in zip(ds._data.family, testable, strict=True)
+                   if ok and not str(f).startswith("hf-")})
+    hws = sorted({str(h) for h, ok in zip(ds._data.hw_id, testable, strict=True) if ok})
     out: list[tuple[str, str, str | None]] = [("random", "random", None)]
     out += [("leave_family_out", "leave-family-out", f) for f in fams[: cfg.families]]
     out += [("leave_hw_out", "leave-hw-out", h) for h in hws[: cfg.hw_holdouts]]
-    if any(str(f).startswith("hf-") for f in ds._data.family):
+    if any(ok and str(f).startswith("hf-")
+           for f, ok in zip(ds._data.family, testable, strict=True)):
         out.append(("real_architectures", "real-architectures", None))
     return out
 
@@ -246,7 +248,7 @@ def _save_figure(fig: Any, path: Path) -> None:
 
 
 def _compile_measure_seconds(ds: LatencyDataset) -> float | None:
-    from .shards import latest_records
+    from ..shards import latest_records
 
     secs = [o["timings"].get("compile_s", 0) + o["timings"].get("measure_s", 0)
             for o in latest_records(ds.folder.shards)]
@@ -411,25 +413,3 @@ def _markdown(report: dict[str, Any]) -> str:
                     f"{rows[m]['mape']:.2f}" for m in methods) + " |")
             lines.append("")
     return "\n".join(lines) + "\n"
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m gnnperf.bench``: the same as ``gnnperf bench``."""
-    from .cli import main as cli_main
-
-    return cli_main(["bench", *(sys.argv[1:] if argv is None else argv)])
-
-
-def run_from_args(args: argparse.Namespace) -> int:
-    """Run the benchmark for parsed :func:`add_bench_args` options; print the random split."""
-    if args.out is None:
-        args.out = Path("benchmarks/quick") if args.quick else Path("benchmarks")
-    cfg = QUICK if args.quick else BenchConfig()
-    command = "python -m gnnperf.bench" + (" --quick" if args.quick else "")
-    report = run(args.root, args.out, cfg, command)
-    print(json.dumps({k: v for k, v in report["splits"].get("random", {}).items()}, indent=1))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
