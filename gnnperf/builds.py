@@ -142,10 +142,14 @@ def tune_context(func_mod: tvm.IRModule, target: tvm.target.Target, seed: int) -
     return ctx
 
 
-def sample_schedule(
-    func: tirx.PrimFunc, target: tvm.target.Target, seed: int
-) -> tirx.PrimFunc | None:
-    """Draw one post-processed schedule for ``func``; None if the design space is empty."""
+def sample_traced_schedule(func: tirx.PrimFunc, target: tvm.target.Target, seed: int
+                           ) -> Any | None:
+    """Draw one post-processed schedule for ``func`` as a ``tvm.s_tir.Schedule`` (its
+    ``trace`` is MetaSchedule's record of the decisions); None if the space is empty.
+
+    The draw is seeded by ``seed`` and the kernel's structural hash, so the schedule of
+    seed k is the one every ``sampled:k`` build gives this kernel.
+    """
     rand_state = (kernel_hash(func) ^ (seed * 0x9E3779B1)) % (2**31 - 2) + 1
     func_mod = tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
     ctx = tune_context(func_mod, target, rand_state)
@@ -157,7 +161,15 @@ def sample_schedule(
     ctx.post_tuning()
     if not candidates:
         return None
-    return candidates[0].sch.mod["main"]
+    return candidates[0].sch
+
+
+def sample_schedule(
+    func: tirx.PrimFunc, target: tvm.target.Target, seed: int
+) -> tirx.PrimFunc | None:
+    """Draw one post-processed schedule for ``func``; None if the design space is empty."""
+    sch = sample_traced_schedule(func, target, seed)
+    return None if sch is None else sch.mod["main"]
 
 
 def _schedule_each(mod: tvm.IRModule, schedule: Any, what: str

@@ -150,14 +150,11 @@ def _slowdown_override(args: argparse.Namespace) -> dict[str, float]:
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
-    from . import zoo
     from .collect import collect, parse_hw_list
     from .hardware import HardwareSpec
     from .measure import MeasureSettings
 
-    families = [f.strip() for f in args.families.split(",") if f.strip()]
-    if families == ["all"]:
-        families = list(zoo.FAMILIES)
+    families = _families(args.families)
     settings = MeasureSettings.waiting_at_most(
         args.quiet_timeout, repeat=args.repeat, kernel_repeat=min(args.repeat, 5),
         **_slowdown_override(args))
@@ -175,10 +172,34 @@ def cmd_collect(args: argparse.Namespace) -> int:
     return 1 if summary.all_failed else 0
 
 
+def cmd_collect_kernels(args: argparse.Namespace) -> int:
+    from .collect import interleaved_specs, parse_hw_list
+    from .kernel_dataset import collect_kernels
+    from .measure import MeasureSettings
+
+    settings = MeasureSettings.waiting_at_most(
+        args.quiet_timeout, kernel_repeat=args.repeat, **_slowdown_override(args))
+    summary = collect_kernels(
+        args.out, list(interleaved_specs(_families(args.families), args.count,
+                                         args.start_seed)),
+        parse_hw_list(args.hw), schedules=args.schedules, settings=settings,
+        max_unscheduled_gflop=args.max_unscheduled_gflop, max_minutes=args.max_minutes)
+    print(summary.line())
+    return 1 if summary.all_failed else 0
+
+
+def _families(text: str) -> list[str]:
+    from . import zoo
+
+    families = [f.strip() for f in text.split(",") if f.strip()]
+    return list(zoo.FAMILIES) if families == ["all"] else families
+
+
 def cmd_dataset_stats(args: argparse.Namespace) -> int:
     from .data import dataset_stats
+    from .kernel_dataset import kernel_stats
 
-    stats = dataset_stats(args.root)
+    stats = {**dataset_stats(args.root), **kernel_stats(args.root)}
     if args.json:
         _print_json(stats)
         return 0
@@ -201,6 +222,11 @@ def cmd_dataset_stats(args: argparse.Namespace) -> int:
     for title, key in (("family", "per_family"), ("hardware", "per_hw"), ("build", "per_build"),
                        ("CPU", "per_cpu")):
         print(f"per {title}: " + ", ".join(f"{k} {v}" for k, v in stats[key].items()))
+    if stats["kernel_measurements"]:
+        print(f"kernel dataset: {stats['kernel_measurements']} measurements of "
+              f"{stats['kernel_workloads']} workloads, median "
+              f"{stats['schedules_per_workload_median']:g} sampled schedules per workload, "
+              f"{stats['kernel_cpus']} CPU(s), {stats['kernel_failures']} failures")
     return 0
 
 
@@ -227,7 +253,8 @@ def cmd_train(args: argparse.Namespace) -> int:
                       seed=args.seed, device=args.device, max_minutes=args.max_minutes,
                       ensemble=args.ensemble, hidden=args.hidden, layers=args.layers,
                       loss=args.loss, correction_weight=args.correction_weight,
-                      aux_share_power=args.aux_share_power)
+                      aux_share_power=args.aux_share_power,
+                      legacy_weight=args.legacy_weight, legacy_in_test=args.legacy_in_test)
     dataset = LatencyDataset(args.root)
     result = train_model(dataset, cfg)
     path = save_checkpoint(result, cfg, dataset, args.out or DEFAULT_CHECKPOINT.parent)
@@ -273,9 +300,15 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from .bench import run_from_args
+    from .bench import QUICK, BenchConfig, run
 
-    return run_from_args(args)
+    if args.out is None:
+        args.out = Path("benchmarks/quick") if args.quick else Path("benchmarks")
+    cfg = QUICK if args.quick else BenchConfig()
+    command = "python -m gnnperf.bench" + (" --quick" if args.quick else "")
+    report = run(args.root, args.out, cfg, command)
+    print(json.dumps({k: v for k, v in report["splits"].get("random", {}).items()}, indent=1))
+    return 0
 
 
 def cmd_hw(args: argparse.Namespace) -> int:
@@ -320,6 +353,11 @@ def add_train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hidden", type=int, default=d.hidden)
     p.add_argument("--layers", type=int, default=d.layers)
     p.add_argument("--no-hw", action="store_true", help="ablation: hide hardware features")
+    p.add_argument("--legacy-weight", type=float, default=d.legacy_weight,
+                   help="loss weight of records from before measurement v2 (v2: 1)")
+    p.add_argument("--legacy-in-test", action="store_true",
+                   help="test on records from before measurement v2 too (by default they "
+                        "are never tested on)")
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--device", default=d.device)
     p.add_argument("--max-minutes", type=float, default=d.max_minutes,
@@ -375,8 +413,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds to wait for a quiet machine before measuring anyway "
                         "(default: wait as long as it takes)")
     p.add_argument("--redo-noisy", action="store_true",
-                   help="measure again keys whose record predates the speed probe or was "
-                        "taken under load or on a slowed host (the new record supersedes)")
+                   help="measure again keys whose record predates the speed probe or "
+                        "measurement v2, or was taken under load or on a slowed host (the new "
+                        "record supersedes)")
     p.add_argument("--retry-failed", action="store_true",
                    help="try again keys that failed (budget skips excepted)")
     p.add_argument("--host-tag", default=None, metavar="TAG",
@@ -384,6 +423,27 @@ def build_parser() -> argparse.ArgumentParser:
                         "come from the CPU signature, so two CPUs never share one)")
     _add_max_slowdown(p)
     p.set_defaults(func=cmd_collect)
+
+    p = sub.add_parser("collect-kernels",
+                       help="time many sampled schedules of every zoo kernel (kernel dataset, "
+                            "resumable)")
+    p.add_argument("--out", type=Path, required=True, metavar="DIR",
+                   help="dataset folder: kernel records go to DIR/kernels")
+    p.add_argument("--families", default="all", help="comma-separated families, or 'all'")
+    p.add_argument("--count", type=int, default=10, help="seeds per family")
+    p.add_argument("--start-seed", type=int, default=0)
+    p.add_argument("--hw", default="x86-64-v3:2,x86-64-v3:1", help="ISA:THREADS pairs")
+    p.add_argument("--schedules", type=int, default=16,
+                   help="schedules drawn per workload from MetaSchedule's design space")
+    p.add_argument("--repeat", type=int, default=5, help="samples per kernel timing")
+    p.add_argument("--max-unscheduled-gflop", type=float, default=0.5,
+                   help="time the unscheduled kernel only up to this many GFLOP")
+    p.add_argument("--max-minutes", type=float, default=None,
+                   help="stop after the model in progress once this many minutes passed")
+    p.add_argument("--quiet-timeout", type=float, default=float("inf"),
+                   help="seconds to wait for a quiet machine before measuring anyway")
+    _add_max_slowdown(p)
+    p.set_defaults(func=cmd_collect_kernels)
 
     p = sub.add_parser("train", help="train the latency GNN (same as python train.py)")
     add_train_args(p)

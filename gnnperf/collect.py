@@ -36,7 +36,7 @@ from .hardware import HardwareSpec
 from .lowering import compile_lowered, export_executable, export_kernel_library, lower
 from .measure import (
     MeasureSettings,
-    MeasureWorker,
+    WorkerPool,
     make_inputs,
     measure_library,
     measure_remote,
@@ -44,7 +44,7 @@ from .measure import (
     wait_for_quiet,
 )
 from .onnx_import import import_to_relax, load_onnx
-from .shards import ShardWriter, content_id, is_probed, iter_lines, latest_records
+from .shards import ShardWriter, content_id, is_probed, is_v2, iter_lines, latest_records
 
 
 def parse_hw_list(text: str) -> list[tuple[str, int]]:
@@ -68,15 +68,17 @@ def record_key(model_id: str, hw_id: str, build: str) -> str:
 
 
 def is_noisy(record: dict[str, Any], settings: MeasureSettings | None = None) -> bool:
-    """A record worth measuring again: taken before the speed probe existed, or while
-    other processes loaded the machine, or while the host stayed slowed down.
+    """A record worth measuring again: taken before the speed probe or measurement v2
+    existed (no machine state beside it), or while other processes loaded the machine,
+    or while the host stayed slowed down.
 
     The slowdown limit is the one the record was collected under (``--max-slowdown``),
     because a host whose probe never settles near its best needs a looser one.
     """
     s = settings or MeasureSettings()
     max_slowdown = float(record.get("settings", {}).get("max_slowdown", s.max_slowdown))
-    return (not is_probed(record) or record["slowdown"] > max_slowdown
+    return (not is_probed(record) or not is_v2(record)
+            or record["slowdown"] > max_slowdown
             or float(record.get("other_load", 0.0)) > s.max_other_load
             or float(record["whole"].get("cv", 0.0)) > s.max_cv)
 
@@ -222,7 +224,7 @@ class Collector:
         for isa, threads in hw:
             self.isas.setdefault(isa, []).append(threads)
         self.hw_specs: dict[tuple[str, int], HardwareSpec] = {}
-        self.workers: dict[int, MeasureWorker] = {}
+        self.workers = WorkerPool()
         self.versions = package_versions()
 
     # -- resources --------------------------------------------------------------------------
@@ -250,15 +252,8 @@ class Collector:
         """The reference suite compiled for this machine at ``isa`` (cached on disk)."""
         return reference_library(self._hw(isa, threads))
 
-    def _worker(self, threads: int) -> MeasureWorker:
-        worker = self.workers.get(threads)
-        if worker is None or worker._proc.poll() is not None:
-            worker = self.workers[threads] = MeasureWorker(threads)
-        return worker
-
     def close(self) -> None:
-        for worker in self.workers.values():
-            worker.close()
+        self.workers.close()
         self.writer.close()
 
     # -- one model --------------------------------------------------------------------------
@@ -355,7 +350,7 @@ class Collector:
                         else:
                             m = measure_library(lib, arrays, threads, per_kernel=self.per_kernel,
                                                 settings=self.settings,
-                                                worker=self._worker(threads),
+                                                worker=self.workers.get(threads),
                                                 reference=self._reference(isa, threads))
                         if m.kernels is not None and [k.name for k in m.kernels] != [
                             n.name for n in graph.nodes
@@ -434,7 +429,7 @@ class Collector:
                     stage = "measure"
                     threads = int(rec["hw"]["threads"])
                     m = measure_library(lib, arrays, threads, settings=self.settings,
-                                        worker=self._worker(threads),
+                                        worker=self.workers.get(threads),
                                         reference=self._reference(isa, threads))
                     self.writer.append({
                         "kind": "remeasure", "key": rec["key"], "model_id": rec["model_id"],

@@ -18,6 +18,7 @@ import os
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +33,11 @@ from .dataset_folder import DatasetFolder, default_root
 from .errors import DatasetError, one_line
 from .features import KernelGraph, node_feature_names, node_feature_vector
 from .hardware import FEATURE_NAMES as HW_FEATURE_NAMES
-from .hardware import HardwareSpec, host_of
-from .measure.reference import REFERENCE_KERNELS
-from .shards import SCHEMA_VERSION, is_probed, iter_lines, latest_records, shard_paths
+from .hardware import REFERENCE_KERNELS, HardwareSpec, host_of
+from .shards import SCHEMA_VERSION, is_probed, is_v2, iter_lines, latest_records, shard_paths
 
 #: Bump when the fields of the encoded ``Data`` items change (invalidates processed caches).
-_DATA_LAYOUT = 4
+_DATA_LAYOUT = 5
 
 __all__ = ["DatasetFolder", "LatencyDataset", "dataset_stats", "default_root", "fingerprint",
            "graph_to_data", "split_indices"]
@@ -142,8 +142,18 @@ def _existing(root: str | os.PathLike[str] | DatasetFolder | None) -> DatasetFol
     return folder
 
 
+def record_hardware(record: dict[str, Any]) -> HardwareSpec:
+    """The record's hardware as it was while the label was taken: under measurement v2,
+    with the medians of the reference kernels timed beside the label."""
+    hw = HardwareSpec.from_dict(record["hw"])
+    if is_v2(record):
+        hw = replace(hw, reference_ms={k: float(v["median_ms"])
+                                       for k, v in record["reference"].items()})
+    return hw
+
+
 def record_to_data(record: dict[str, Any], graph: KernelGraph) -> Data:
-    data = graph_to_data(graph, HardwareSpec.from_dict(record["hw"]), record["build"])
+    data = graph_to_data(graph, record_hardware(record), record["build"])
     n = data.num_nodes
     kernels = record.get("kernels_ms")
     if kernels is not None and len(kernels) == n:
@@ -159,6 +169,8 @@ def record_to_data(record: dict[str, Any], graph: KernelGraph) -> Data:
                                       dtype=torch.float32)
     data.cv = torch.tensor([record["whole"].get("cv", 0.0)], dtype=torch.float32)
     data.threads = torch.tensor([int(record["hw"]["threads"])], dtype=torch.long)
+    # pre-v2 labels (no machine state beside them) are never tested on, and weigh less
+    data.v2 = torch.tensor([is_v2(record)], dtype=torch.bool)
     data.model_id = record["model_id"]
     data.group = split_group(record)
     data.family = record["model"]["family"]
@@ -268,39 +280,49 @@ def split_indices(
     val_frac: float = 0.1,
     test_frac: float = 0.15,
     holdout: str | None = None,
+    legacy_in_test: bool = False,
 ) -> tuple[list[int], list[int], list[int]]:
     """(train, val, test) indices.
 
     Records are grouped by their model's operator graph (:func:`split_group`: two seeds
     of a real architecture can give the same graph), and a group never straddles two sets. The
-    test set is a random ``test_frac`` of groups (``random``), the held-out family or
+    held-out part is a random ``test_frac`` of groups (``random``), the held-out family or
     hardware id (leave-out splits) or the ``hf-*`` models (``real-architectures``);
-    validation is ``val_frac`` of the remaining groups, never taken from the test set.
+    validation is ``val_frac`` of the remaining groups, never taken from the held-out part.
+
+    Only records measured under v2 are tested on (their noise floor is known); older
+    records of the held-out part are left out of every set, so they cannot leak it into
+    training. ``legacy_in_test`` tests on them too (for datasets with no v2 records).
     """
     if kind not in SPLITS:
         raise DatasetError(f"unknown split '{kind}'; choose one of {', '.join(SPLITS)}")
     rows = list(_iter(dataset))
     groups = [str(d.group) for d in rows]
+    testable = np.array([legacy_in_test or bool(getattr(d, "v2", True)) for d in rows],
+                        dtype=bool)
     rng = np.random.default_rng(seed)
     idx = np.arange(len(rows))
     if kind == "random":
-        test_mask = _pick_groups(groups, idx, test_frac, rng)
+        held = _pick_groups(groups, idx, test_frac, rng,
+                            among={groups[i] for i in idx[testable]})
     elif kind in ("leave-family-out", "leave-hw-out"):
         if holdout is None:
             what = "family" if kind == "leave-family-out" else "hw id"
             raise DatasetError(f"{kind} needs a held-out {what}")
         attr = "family" if kind == "leave-family-out" else "hw_id"
-        test_mask = np.array([str(getattr(d, attr)) == holdout for d in rows])
+        held = np.array([str(getattr(d, attr)) == holdout for d in rows], dtype=bool)
     else:
-        test_mask = np.array([str(d.family).startswith("hf-") for d in rows])
+        held = np.array([str(d.family).startswith("hf-") for d in rows], dtype=bool)
+    test_mask = held & testable
     if not test_mask.any():
-        raise DatasetError(f"split '{kind}' (holdout {holdout}) leaves an empty test set")
+        legacy = " measured under v2" if held.any() else ""
+        raise DatasetError(f"split '{kind}' (holdout {holdout}) leaves no test record{legacy}")
     if kind == "leave-hw-out":
         # the held-out hardware never appears in training; its models may
-        rest = idx[~test_mask]
+        rest = idx[~held]
     else:
-        test_groups = {groups[i] for i in idx[test_mask]}
-        rest = np.array([i for i in idx[~test_mask] if groups[i] not in test_groups], dtype=int)
+        held_groups = {groups[i] for i in idx[held]}
+        rest = np.array([i for i in idx[~held] if groups[i] not in held_groups], dtype=int)
     rest_groups = [groups[i] for i in rest]
     val_local = _pick_groups(rest_groups, np.arange(len(rest)), val_frac, rng)
     val, train = rest[val_local], rest[~val_local]
@@ -316,15 +338,16 @@ def _iter(dataset: Sequence[Data] | InMemoryDataset) -> Iterable[Data]:
         store = dataset._data
         for i in dataset.indices():
             yield Data(model_id=store.model_id[i], family=store.family[i],
-                       hw_id=store.hw_id[i], group=store.group[i])
+                       hw_id=store.hw_id[i], group=store.group[i], v2=bool(store.v2[i]))
     else:
         yield from dataset
 
 
 def _pick_groups(groups: Sequence[str], idx: np.ndarray, frac: float,
-                 rng: np.random.Generator) -> np.ndarray:
-    """Mask over ``idx`` selecting a random ``frac`` of the distinct groups (at least one)."""
-    unique = sorted(set(groups))
+                 rng: np.random.Generator, among: set[str] | None = None) -> np.ndarray:
+    """Mask over ``idx`` selecting a random ``frac`` of the distinct groups (at least one),
+    drawn from ``among`` when given."""
+    unique = sorted(set(groups) if among is None else among)
     rng.shuffle(unique)
     chosen = set(unique[: max(1, int(round(frac * len(unique))))])
     return np.array([groups[i] in chosen for i in idx], dtype=bool)

@@ -1,7 +1,8 @@
 """One convention for dataset folders, shared by every command that reads or writes one.
 
 A dataset folder ``DIR`` holds the measured records in ``DIR/shards/``, re-measurements
-for the noise floor in ``DIR/noise/`` and PyG caches in ``DIR/processed/``. Every
+for the noise floor in ``DIR/noise/``, the kernel dataset (many schedules per kernel) in
+``DIR/kernels/`` and PyG caches in ``DIR/processed/``. Every
 command (``collect --out``, ``dataset stats|remeasure --root``, ``train --root``,
 ``bench --root``, :class:`gnnperf.data.LatencyDataset`) takes ``DIR`` and resolves it
 here, so what one writes the others read. Two other spellings are accepted, because
@@ -43,6 +44,11 @@ class DatasetFolder:
     @property
     def noise(self) -> Path:
         return self.root / "noise"
+
+    @property
+    def kernels(self) -> Path:
+        """The kernel dataset: workloads and their measured schedules."""
+        return self.root / "kernels"
 
     @property
     def processed(self) -> Path:

@@ -1,11 +1,13 @@
 """Hardware descriptions: what the GNN sees about the machine a model runs on.
 
 A :class:`HardwareSpec` is the static identity of a CPU (model, cores, caches),
-the code-generation choice (ISA level, thread count) and two measured figures
-(peak FLOP/s and memory bandwidth) that make machines comparable. The measured
-figures come from two tiny TVM kernels compiled for the ISA and run with the
-requested threads in a fresh process (TVM fixes its thread pool at start-up),
-and are cached per machine so they are taken once.
+the code-generation choice (ISA level, thread count), two measured figures (peak
+FLOP/s and memory bandwidth) that make machines comparable, and the median times of
+the reference kernels of measurement v2 (compute-, memory- and latency-bound): what
+the machine does, not only what it is. The figures come from TVM kernels compiled
+for the ISA and run with the requested threads in a fresh process (TVM fixes its
+thread pool at start-up), and are cached per machine so they are taken once;
+``gnnperf hw`` times the reference kernels again to describe the machine *now*.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import platform
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,7 +51,17 @@ FEATURE_NAMES: tuple[str, ...] = (
     "log2_mem_bw_gbs",
     "log2_peak_gflops_per_thread",
     "log2_ridge_flops_per_byte",
+    # what the machine does (measurement v2): the reference kernels' median times, so an
+    # unseen CPU enters by running the suite rather than by being named
+    "log2_ref_gemm_ms",
+    "log2_ref_stream_ms",
+    "log2_ref_chain_ms",
+    "ref_missing",
 )
+
+#: The reference kernels of measurement v2, whose times are hardware features
+#: (:mod:`gnnperf.measure.reference` defines and times them).
+REFERENCE_KERNELS: tuple[str, ...] = ("gemm", "stream", "chain")
 
 
 def _cache_dir() -> Path:
@@ -169,7 +182,8 @@ class HardwareSpec:
         Raises :class:`HardwareError` for an ISA the CPU lacks or more threads than cores.
         Peak FLOP/s and bandwidth are measured once per (CPU, ISA, threads) and cached
         (``remeasure`` measures again); ``measure=False`` leaves them at 0 (for listing,
-        not for features).
+        not for features). The reference kernels' times are added by
+        :func:`gnnperf.measure.local.with_reference_figures`, downstream of this module.
         """
         isas = supported_isas()
         if isa is None:
@@ -321,7 +335,16 @@ class HardwareSpec:
             lg(bw),
             lg(peak / self.threads),
             lg(peak / bw),
+            *self._reference_features(),
         ]
+
+    def _reference_features(self) -> list[float]:
+        """log2 ms of each reference kernel and a missing flag (zeros and 1 when unknown:
+        specs and records from before measurement v2)."""
+        ref = self.reference_ms or {}
+        if not all(ref.get(k, 0) > 0 for k in REFERENCE_KERNELS):
+            return [0.0] * len(REFERENCE_KERNELS) + [1.0]
+        return [math.log2(float(ref[k])) for k in REFERENCE_KERNELS] + [0.0]
 
 
 # -- micro-benchmarks ---------------------------------------------------------------------------
@@ -398,18 +421,25 @@ def _measured_figures(cpu_id: str, isa: str, threads: int, remeasure: bool = Fal
     figures (``gnnperf hw --remeasure``), e.g. after they were taken on a busy machine;
     records already collected keep the figures they were measured with.
     """
-    cache = _cache_dir() / "hardware.json"
+    def measure() -> list[float]:
+        runs = [_probe(isa, threads) for _ in range(PROBE_RUNS)]
+        return [max(r[0] for r in runs), max(r[1] for r in runs)]
+
     # keyed by the CPU signature: two CPUs that share a model name must not share figures
-    key = f"{cpu_id}|{isa}|{threads}"
+    peak, bw = cached_figures("hardware", f"{cpu_id}|{isa}|{threads}", measure, remeasure)
+    return float(peak), float(bw)
+
+
+def cached_figures(table: str, key: str, measure: Callable[[], Any],
+                   remeasure: bool = False) -> Any:
+    """``key`` of the machine-figure table ``table``.json in the user's cache folder;
+    ``measure()`` fills it on a miss (or with ``remeasure``), so figures are taken once."""
+    cache = _cache_dir() / f"{table}.json"
     try:
-        table = json.loads(cache.read_text())
+        figures = json.loads(cache.read_text())
     except (OSError, json.JSONDecodeError):
-        table = {}
-    if key in table and not remeasure:
-        peak, bw = table[key]
-        return float(peak), float(bw)
-    runs = [_probe(isa, threads) for _ in range(PROBE_RUNS)]
-    peak, bw = max(r[0] for r in runs), max(r[1] for r in runs)
-    table[key] = [peak, bw]
-    write_text(cache, json.dumps(table, indent=1, sort_keys=True))
-    return peak, bw
+        figures = {}
+    if key not in figures or remeasure:
+        figures[key] = measure()
+        write_text(cache, json.dumps(figures, indent=1, sort_keys=True))
+    return figures[key]

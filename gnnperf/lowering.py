@@ -63,6 +63,8 @@ class LoweredModel:
     timings: dict[str, float] = field(default_factory=dict)
     #: kernels the build could not schedule and left as they were → why
     schedule_fallbacks: dict[str, str] = field(default_factory=dict)
+    #: each kernel as fusion left it, before the build scheduled it: its workload
+    unscheduled: dict[str, tirx.PrimFunc] = field(default_factory=dict)
 
     def primfuncs(self) -> dict[str, tirx.PrimFunc]:
         return {
@@ -128,6 +130,9 @@ def lower(
             )(mod)
             timings["fuse_s"] = time.perf_counter() - start
             patterns = _op_patterns(fused)
+            # taken before scheduling, which replaces the module's functions in place
+            unscheduled = {gv.name_hint: f for gv, f in fused.functions.items()
+                           if isinstance(f, tirx.PrimFunc)}
             start = time.perf_counter()
             scheduled, fallbacks = apply_build(fused, build, target)
             timings["schedule_s"] = time.perf_counter() - start
@@ -140,7 +145,7 @@ def lower(
         raise
     except Exception as exc:  # TVM raises C++-side errors of many types
         raise LoweringError(f"lowering for {target.kind.name} failed: {one_line(exc)}") from exc
-    return LoweredModel(final, target, build, inputs, patterns, timings, fallbacks)
+    return LoweredModel(final, target, build, inputs, patterns, timings, fallbacks, unscheduled)
 
 
 def lower_onnx(

@@ -83,6 +83,22 @@ class Predictor:
         lo, hi = self.payload["hw_ranges"]["isa_level"]
         return list(ISA_LEVELS)[int(lo): int(hi) + 1]
 
+    @property
+    def sees_reference(self) -> bool:
+        """Whether the checkpoint reads the reference kernels' times (measurement v2)."""
+        names = self.payload.get("feature_names") or []
+        return any(str(n).startswith("hw_log2_ref_") for n in names)
+
+    def hardware(self, hw: HardwareSpec | dict[str, Any] | str) -> HardwareSpec:
+        """``hw`` as a spec; for this machine, with its reference kernels' usual times
+        when the checkpoint reads them (measured once, then cached)."""
+        spec = HardwareSpec.coerce(hw)
+        if spec.reference_ms is None and spec.host == "local" and self.sees_reference:
+            from .measure.local import with_reference_figures
+
+            spec = with_reference_figures(spec)
+        return spec
+
     def check_inputs(self, hw: HardwareSpec, build: str, gflop: float | None = None
                      ) -> list[str]:
         """Reasons why a prediction may be unreliable (empty when in distribution)."""
@@ -99,7 +115,16 @@ class Predictor:
             hint = f"; local/{usable[-1]} is an in-distribution target here" if usable else ""
             reasons.append(f"ISA {hw.isa} was not in the training hardware "
                            f"({', '.join(isas)}){hint}")
+        no_reference = self.sees_reference and hw.feature_vector()[
+            HW_FEATURE_NAMES.index("ref_missing")] == 1.0
+        if no_reference and self.payload["hw_ranges"]["ref_missing"][1] == 0.0:
+            reasons.append("the hardware spec has no reference-kernel times, which this "
+                           "checkpoint reads; `gnnperf hw` measures them")
         for name, value in zip(HW_FEATURE_NAMES, hw.feature_vector(), strict=True):
+            if name not in self.payload["hw_ranges"]:
+                continue  # a feature added after this checkpoint was trained
+            if no_reference and "ref_" in name:
+                continue  # said once above
             lo, hi = self.payload["hw_ranges"][name]
             span = max(hi - lo, 1e-9)
             if value < lo - 0.25 * span - 1e-6 or value > hi + 0.25 * span + 1e-6:
@@ -183,8 +208,8 @@ def predict(
     """
     start = time.perf_counter()
     build = str(BuildConfig.parse(build))
-    spec = HardwareSpec.coerce(hw)
     predictor = _predictor(checkpoint)
+    spec = predictor.hardware(hw)
     graph = lower_for_prediction(onnx_path, spec, build, input_shapes)
     result = predictor.predict_graphs([(graph, spec)])[0]
     result.predict_s = time.perf_counter() - start
@@ -199,8 +224,8 @@ def predict_many(
 ) -> list[Prediction]:
     """Predict a batch; already-lowered :class:`KernelGraph` items skip lowering."""
     build = str(BuildConfig.parse(build))
-    spec = HardwareSpec.coerce(hw)
     predictor = _predictor(checkpoint)
+    spec = predictor.hardware(hw)
     for m in models:
         if isinstance(m, KernelGraph) and m.build != build:
             raise BuildConfigError(f"a graph lowered for build '{m.build}' was passed to "

@@ -97,6 +97,13 @@ def is_probed(line: dict[str, Any]) -> bool:
     return line.get("slowdown") is not None
 
 
+def is_v2(line: dict[str, Any]) -> bool:
+    """A record or re-measurement taken under measurement v2: the reference kernels were
+    timed beside it, so the machine's state is known. Older records are kept but never
+    tested on, and weigh less in training."""
+    return bool(line.get("reference"))
+
+
 def latest_records(root: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The newest ``record`` of each key, in the order keys were first recorded."""
     first_seen: dict[str, int] = {}

@@ -74,6 +74,10 @@ class TrainConfig:
     huber_delta: float = 0.1
     correction_weight: float = 0.0  # L2 on the non-additive part of the whole-model head
     aux_share_power: float = 0.5  # kernel errors weighted by (share of the kernel sum)^power
+    #: weight of a pre-v2 label (no machine state beside it; up to 16% A/A noise) relative
+    #: to a v2 label in the whole-model loss
+    legacy_weight: float = 0.5
+    legacy_in_test: bool = False  # test on pre-v2 records too (datasets without v2 ones)
 
     def __post_init__(self) -> None:
         positive = {"epochs": self.epochs, "patience": self.patience,
@@ -90,7 +94,8 @@ class TrainConfig:
             raise TrainingConfigError("val_frac + test_frac leave no training data")
         for name, value in {"aux_weight": self.aux_weight, "dropout": self.dropout,
                             "weight_decay": self.weight_decay, "ema": self.ema,
-                            "correction_weight": self.correction_weight}.items():
+                            "correction_weight": self.correction_weight,
+                            "legacy_weight": self.legacy_weight}.items():
             if not value >= 0:
                 raise TrainingConfigError(f"{name} must not be negative, got {value}")
         if self.dropout >= 1 or self.ema >= 1:
@@ -197,12 +202,20 @@ def kernel_share_weights(y_kernel: torch.Tensor, batch: torch.Tensor, mask: torc
     return share[mask].clamp_min(1e-6) ** power
 
 
+def record_weights(batch: Any, cfg: TrainConfig) -> torch.Tensor | None:
+    """Per graph: 1 for a v2 label, ``legacy_weight`` for one from before measurement v2."""
+    v2 = getattr(batch, "v2", None)
+    if v2 is None or cfg.legacy_weight == 1.0:
+        return None
+    return torch.where(v2.view(-1), 1.0, cfg.legacy_weight).to(batch.y.dtype)
+
+
 def _loss(model: LatencyGNN | EnsembleGNN, batch: Any, cfg: TrainConfig) -> torch.Tensor:
     out = model(batch)
     y = batch.y.view(-1)
     sigma = out.log_sigma.exp()
     nll = torch.mean(0.5 * ((y - out.mu.detach()) / sigma) ** 2 + out.log_sigma)
-    loss = _regression(out.mu, y, cfg) + 0.1 * nll
+    loss = _regression(out.mu, y, cfg, record_weights(batch, cfg)) + 0.1 * nll
     if cfg.correction_weight > 0:
         # prefer the additive structure unless the data keeps asking for a correction
         loss = loss + cfg.correction_weight * torch.mean(out.correction ** 2)
@@ -299,7 +312,7 @@ def train_model(dataset: LatencyDataset, cfg: TrainConfig, progress: bool = True
     seed_everything(cfg.seed)
     train_idx, val_idx, test_idx = indices or split_indices(
         dataset, cfg.split, seed=cfg.seed, val_frac=cfg.val_frac, test_frac=cfg.test_frac,
-        holdout=cfg.holdout)
+        holdout=cfg.holdout, legacy_in_test=cfg.legacy_in_test)
     raw_train = [dataset[i] for i in train_idx]
     scaler = FeatureScaler.fit(raw_train)
     train_set = [scaler(d) for d in raw_train]

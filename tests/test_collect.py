@@ -139,14 +139,29 @@ def test_one_writer_per_shard_prefix(tmp_path: Path) -> None:
     assert [o["key"] for o in iter_lines(tmp_path)] == ["a", "b"]
 
 
+V2_STATE = {"gemm": {"median_ms": 1.0}, "stream": {"median_ms": 9.0},
+            "chain": {"median_ms": 0.3}}
+
+
 def test_noisy_uses_the_slowdown_limit_the_record_was_collected_under() -> None:
     from gnnperf.collect import is_noisy
 
     rec = {"kind": "record", "key": "m|hw|b", "slowdown": 1.6, "other_load": 0.0,
-           "whole": {"median_ms": 1.0, "cv": 0.02}}
+           "whole": {"median_ms": 1.0, "cv": 0.02}, "reference": V2_STATE}
     assert is_noisy(rec)  # the default limit, 1.15
     assert not is_noisy({**rec, "settings": {"max_slowdown": 2.0}})
     assert is_noisy({**rec, "settings": {"max_slowdown": 1.5}})
+
+
+def test_a_record_from_before_measurement_v2_is_redone() -> None:
+    """No reference kernels beside the label: `--redo-noisy` measures it again under v2."""
+    from gnnperf.collect import is_noisy
+
+    quiet = {"kind": "record", "key": "m|hw|b", "slowdown": 1.01, "other_load": 0.0,
+             "whole": {"median_ms": 1.0, "cv": 0.02}}
+    assert not is_noisy({**quiet, "reference": V2_STATE})
+    assert is_noisy(quiet)
+    assert is_noisy({**quiet, "reference": None})
 
 
 def test_collect_cli_refuses_a_slowdown_limit_below_one(tmp_path: Path, capsys) -> None:
@@ -162,14 +177,17 @@ def test_a_redone_key_supersedes_its_noisy_record(tmp_path: Path) -> None:
     old = {"kind": "record", "key": "m|hw|b", "created_at": 1.0, "whole": {"median_ms": 2.0}}
     writer.append(old)
     writer.append({"kind": "record", "key": "n|hw|b", "created_at": 2.0, "slowdown": 1.01,
-                   "whole": {"median_ms": 1.0, "cv": 0.01}, "other_load": 0.0})
+                   "whole": {"median_ms": 1.0, "cv": 0.01}, "other_load": 0.0,
+                   "reference": V2_STATE})
     loaded = {"kind": "record", "key": "l|hw|b", "created_at": 2.0, "slowdown": 1.01,
-              "whole": {"median_ms": 1.0, "cv": 0.01}, "other_load": 0.5}
+              "whole": {"median_ms": 1.0, "cv": 0.01}, "other_load": 0.5,
+              "reference": V2_STATE}
     writer.append(loaded)
     writer.append({"kind": "failure", "key": "f|hw|b"})
     assert done_keys(tmp_path) == {"m|hw|b", "n|hw|b", "l|hw|b", "f|hw|b"}
     assert done_keys(tmp_path, redo_noisy=True) == {"n|hw|b", "f|hw|b"}
-    writer.append({**old, "created_at": 3.0, "slowdown": 1.02, "whole": {"median_ms": 1.5}})
+    writer.append({**old, "created_at": 3.0, "slowdown": 1.02, "whole": {"median_ms": 1.5},
+                   "reference": V2_STATE})
     writer.close()
     assert done_keys(tmp_path, redo_noisy=True) == {"m|hw|b", "n|hw|b", "f|hw|b"}
     latest = latest_records(tmp_path)

@@ -112,6 +112,62 @@ def test_seeds_with_the_same_graph_never_straddle_a_split() -> None:
                 assert owner.setdefault(str(rows[i].group), k) == k
 
 
+def _mixed_rows() -> list[Data]:
+    """40 models on a v2 CPU (even models) and a legacy one (all): pre-v2 labels abound."""
+    rows = []
+    for m in range(40):
+        for hw, v2 in (("new", m % 2 == 0), ("old", False)):
+            rows.append(Data(model_id=f"m{m}", family=f"f{m % 4}", hw_id=hw, group=f"g{m}",
+                             v2=v2))
+    return rows
+
+
+@pytest.mark.parametrize(("kind", "holdout"), [("random", None), ("leave-family-out", "f0"),
+                                               ("leave-hw-out", "new")])
+def test_pre_v2_records_are_never_tested_on_and_never_leak(kind: str, holdout: str | None
+                                                           ) -> None:
+    rows = _mixed_rows()
+    for seed in range(5):
+        train, val, test = split_indices(rows, kind, seed=seed, holdout=holdout,
+                                         val_frac=0.2, test_frac=0.2)
+        assert test and all(rows[i].v2 for i in test)
+        assert any(not rows[i].v2 for i in train)  # still trained on
+        seen = {rows[i].group for i in train + val}
+        if kind == "leave-hw-out":  # the held-out hardware, legacy records included
+            assert not {rows[i].hw_id for i in train + val} & {holdout}
+        else:  # a tested model's legacy records are in no set at all
+            assert not seen & {rows[i].group for i in test}
+            left_out = set(range(len(rows))) - set(train + val + test)
+            assert left_out and all(not rows[i].v2 for i in left_out)
+            assert {rows[i].group for i in left_out} <= {rows[i].group for i in test}
+    # a legacy-only hardware id has nothing to test on, unless asked for
+    with pytest.raises(DatasetError, match="v2"):
+        split_indices(rows, "leave-hw-out", holdout="old")
+    _, _, test = split_indices(rows, "leave-hw-out", holdout="old", legacy_in_test=True)
+    assert {rows[i].hw_id for i in test} == {"old"}
+
+
+def test_v2_records_carry_their_machine_state_as_hardware_features(small_root: Path) -> None:
+    from gnnperf.data import record_hardware
+    from gnnperf.shards import latest_records
+
+    ds = LatencyDataset(small_root)
+    assert all(bool(d.v2) for d in ds)
+    names = feature_names()
+    gemm, missing = names.index("hw_log2_ref_gemm_ms"), names.index("hw_ref_missing")
+    records = {r["key"]: r for r in latest_records(small_root / "shards")}
+    for d in ds:
+        rec = records[d.key]
+        assert float(d.x[0, missing]) == 0.0
+        # the reference kernels timed beside this very label, not a per-machine constant
+        expected = math.log2(rec["reference"]["gemm"]["median_ms"])
+        assert float(d.x[0, gemm]) == pytest.approx(expected, rel=1e-5)
+        assert record_hardware(rec).reference_ms["gemm"] == rec["reference"]["gemm"][
+            "median_ms"]
+    legacy = {**rec, "reference": None}
+    assert record_hardware(legacy).reference_ms is None
+
+
 def test_scaler_is_fitted_on_given_graphs_only(small_root: Path) -> None:
     ds = LatencyDataset(small_root)
     train = [ds[i] for i in range(len(ds)) if ds[i].family == "squeezenet"]

@@ -145,3 +145,39 @@ def test_specs_carry_their_signature_and_legacy_specs_get_a_partial_one() -> Non
     assert not moved.cpu_signature.matches(spec.cpu_signature)
     with pytest.raises(HardwareError, match="CPU signature"):
         HardwareSpec.from_dict({**spec.to_dict(), "signature": {"vendor": "x"}})
+
+
+def test_reference_times_are_hardware_features_with_a_missing_flag() -> None:
+    from dataclasses import replace
+
+    spec = HardwareSpec.local("x86-64-v3", 1, measure=False)
+    names = list(FEATURE_NAMES)
+    plain = dict(zip(names, spec.feature_vector(), strict=True))
+    assert plain["ref_missing"] == 1.0 and plain["log2_ref_gemm_ms"] == 0.0
+    timed = replace(spec, reference_ms={"gemm": 2.0, "stream": 8.0, "chain": 0.25})
+    feats = dict(zip(names, timed.feature_vector(), strict=True))
+    assert (feats["log2_ref_gemm_ms"], feats["log2_ref_stream_ms"],
+            feats["log2_ref_chain_ms"], feats["ref_missing"]) == (1.0, 3.0, -2.0, 0.0)
+    # the static part is untouched by the machine's state
+    assert [feats[n] for n in names[:12]] == [plain[n] for n in names[:12]]
+    partial = replace(spec, reference_ms={"gemm": 2.0})
+    assert dict(zip(names, partial.feature_vector(), strict=True))["ref_missing"] == 1.0
+
+
+def test_this_machine_is_described_by_its_reference_times_measured_once(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from gnnperf.measure import local
+    from gnnperf.measure.local import with_reference_figures
+
+    monkeypatch.setenv("GNNPERF_CACHE_DIR", str(tmp_path))
+    spec = HardwareSpec.local("x86-64-v3", 1, measure=False)
+    described = with_reference_figures(spec)
+    assert set(described.reference_ms) == {"gemm", "stream", "chain"}
+    assert all(v > 0 for v in described.reference_ms.values())
+    assert described.feature_vector()[-1] == 0.0
+    calls = []
+    monkeypatch.setattr(local, "measure_reference", lambda *a, **k: calls.append(a) or {})
+    assert local.with_reference_figures is with_reference_figures
+    assert with_reference_figures(spec).reference_ms == described.reference_ms  # cached
+    assert with_reference_figures(described) is described  # already described
+    assert not calls

@@ -13,7 +13,7 @@ import torch
 from torch_geometric.data import Batch
 
 from gnnperf.data import LatencyDataset
-from gnnperf.errors import BuildConfigError, CheckpointError
+from gnnperf.errors import BuildConfigError, CheckpointError, TrainingConfigError
 from gnnperf.features import extract_graph
 from gnnperf.hardware import HardwareSpec, host_of
 from gnnperf.lowering import lower_onnx
@@ -147,8 +147,12 @@ def test_checkpoint_round_trip_and_prediction(trained: Path, cnn_onnx: Path) -> 
 
 def test_out_of_distribution_hardware_warns(trained: Path) -> None:
     predictor = Predictor(trained)
-    spec = HardwareSpec.from_id("local/x86-64-v3/1t")
+    bare = HardwareSpec.from_id("local/x86-64-v3/1t")
+    spec = predictor.hardware(bare)  # with this machine's reference-kernel times
     assert predictor.check_inputs(spec, "sampled:0") == []
+    # trained on v2 records only: a spec without the times is named once, not per column
+    (reason,) = predictor.check_inputs(bare, "sampled:0")
+    assert "no reference-kernel times" in reason and "gnnperf hw" in reason
     far = HardwareSpec.from_dict({**spec.to_dict(), "peak_gflops": spec.peak_gflops * 64})
     assert any("peak_gflops" in r for r in predictor.check_inputs(far, "sampled:0"))
     assert any("build 'default'" in r for r in predictor.check_inputs(spec, "default"))
@@ -245,3 +249,33 @@ def test_kernel_share_weights_follow_each_graphs_time_split() -> None:
     pred, target = torch.tensor([0.0, 1.0]), torch.tensor([0.0, 0.0])
     light = _regression(pred, target, TrainConfig(), torch.tensor([0.9, 0.1]))
     assert float(light) == pytest.approx(0.1)
+
+
+def test_pre_v2_labels_weigh_less_in_the_whole_model_loss() -> None:
+    from torch_geometric.data import Data
+
+    from gnnperf.training import record_weights
+
+    graphs = [Data(y=torch.zeros(1), v2=torch.tensor([flag])) for flag in (True, False, True)]
+    batch = Batch.from_data_list(graphs)
+    w = record_weights(batch, TrainConfig(legacy_weight=0.25))
+    assert torch.equal(w, torch.tensor([1.0, 0.25, 1.0]))
+    assert record_weights(batch, TrainConfig(legacy_weight=1.0)) is None
+    with pytest.raises(TrainingConfigError, match="legacy_weight"):
+        TrainConfig(legacy_weight=-1.0)
+
+
+def test_predictions_for_this_machine_see_its_reference_times(trained: Path) -> None:
+    """A checkpoint trained on v2 records reads the reference kernels' times; for local
+    hardware they are measured once and cached, so training and prediction agree."""
+    fresh = Predictor(trained)
+    assert fresh.sees_reference
+    spec = fresh.hardware("local/x86-64-v3/1t")
+    assert set(spec.reference_ms) == {"gemm", "stream", "chain"}
+    assert fresh.check_inputs(spec, "sampled:0") == []
+    # the shipped checkpoint predates them: nothing is measured for it
+    shipped = Predictor(Path(__file__).resolve().parent.parent / "checkpoints" / "gnnperf.pt")
+    assert not shipped.sees_reference
+    assert shipped.hardware("local/x86-64-v3/1t").reference_ms is None
+    # ranges of columns added after it was trained are not its concern
+    assert not any("ref_" in r for r in shipped.check_inputs(spec, "sampled:0"))

@@ -41,12 +41,12 @@ from .guard import (
     wait_for_quiet,
     wait_for_quiet_host,
 )
-from .local import measure_library, measure_reference
+from .local import measure_library, measure_reference, with_reference_figures
 from .reference import REFERENCE_KERNELS, ReferenceSuite, reference_library
 from .remote import measure_remote, parse_rpc
 from .results import KernelTiming, LatencyStats, Measurement, MeasureSettings
 from .timing import capture_kernel_calls, make_inputs, time_kernel_calls, time_whole_model
-from .worker import MeasureWorker
+from .worker import MeasureWorker, WorkerPool
 
 __all__ = [
     "REFERENCE_KERNELS",
@@ -71,4 +71,6 @@ __all__ = [
     "timed_on_quiet_host",
     "wait_for_quiet",
     "wait_for_quiet_host",
+    "WorkerPool",
+    "with_reference_figures",
 ]

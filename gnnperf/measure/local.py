@@ -5,16 +5,18 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..errors import MeasurementError
+from ..hardware import HardwareSpec, cached_figures
 from .guard import LoadProbe, wait_for_quiet
-from .reference import summarise
-from .results import KernelTiming, LatencyStats, Measurement, MeasureSettings
+from .reference import reference_library, summarise
+from .results import FuncTiming, KernelTiming, LatencyStats, Measurement, MeasureSettings
 from .worker import MeasureWorker
 
 # -- public entry points --------------------------------------------------------------------
@@ -101,3 +103,66 @@ def measure_reference(library: str | os.PathLike[str], threads: int, rounds: int
 def _score(m: Measurement) -> float:
     """Lower is better: spread, with load and host slowdown during the run as penalties."""
     return m.whole.cv + 10.0 * m.other_load + max(0.0, (m.slowdown or 1.0) - 1.0)
+
+
+# -- kernels alone (the kernel dataset; the worker's side is :mod:`.kernels`) -------------
+
+
+def capture_kernel_inputs(lib_path: str | os.PathLike[str], inputs_path: str | os.PathLike[str],
+                          out_dir: str | os.PathLike[str], worker: MeasureWorker,
+                          settings: MeasureSettings | None = None) -> list[str]:
+    """Save the argument tensors of each kernel of a compiled model (one instrumented
+    run in ``worker``) under ``out_dir``; returns the kernel names saved."""
+    settings = settings or MeasureSettings()
+    reply = worker.request({"capture": True, "lib": str(Path(lib_path).resolve()),
+                            "inputs": str(Path(inputs_path).resolve()),
+                            "out": str(Path(out_dir).resolve())}, settings.timeout_s)
+    return list(reply["kernels"])
+
+
+def time_funcs(lib_path: str | os.PathLike[str], funcs: Mapping[str, str | os.PathLike[str]],
+               worker: MeasureWorker, *, settings: MeasureSettings | None = None,
+               reference: str | os.PathLike[str] | None = None, seed: int | None = None,
+               ) -> tuple[list[FuncTiming], dict[str, dict[str, Any]] | None]:
+    """Time PrimFuncs of a library alone (name → file of saved arguments), in ``worker``.
+
+    Returns each function's timing and the reference kernels' summary over the rounds
+    taken between them (None without ``reference``).
+    """
+    settings = settings or MeasureSettings()
+    wait_for_quiet(settings.max_other_load, settings.quiet_timeout_s)
+    reply = worker.request({
+        "time_funcs": True, "lib": str(Path(lib_path).resolve()),
+        "funcs": {name: str(Path(p).resolve()) for name, p in funcs.items()},
+        "settings": settings.to_dict(), "seed": seed,
+        "reference": str(Path(reference).resolve()) if reference else None,
+    }, settings.timeout_s)
+    out = []
+    for name in funcs:
+        t = reply["timings"].get(name)
+        if t is None:
+            raise MeasurementError(f"the worker did not time {name}")
+        out.append(FuncTiming(name, LatencyStats.from_samples(t["samples_ms"]),
+                              float(t["slowdown"]), int(t["tries"])))
+    rounds = reply["reference_rounds"]
+    return out, (summarise(rounds) if rounds else None)
+
+
+def with_reference_figures(spec: HardwareSpec, remeasure: bool = False) -> HardwareSpec:
+    """``spec`` of this machine with the reference kernels' median times filled in.
+
+    Measured once per (CPU, ISA, threads), a few seconds, and cached beside the peak
+    figures: the machine's usual state, which predictions for ``local`` hardware see
+    (``gnnperf hw`` times the kernels again for the state *now*). A spec that already
+    carries reference times keeps them.
+    """
+    if spec.reference_ms and not remeasure:
+        return spec
+
+    def measure() -> dict[str, float]:
+        timed = measure_reference(reference_library(spec), spec.threads)
+        return {k: v["median_ms"] for k, v in timed.items()}
+
+    medians = cached_figures("reference_figures", f"{spec.cpu_id}|{spec.isa}|{spec.threads}",
+                             measure, remeasure)
+    return replace(spec, reference_ms={k: float(v) for k, v in medians.items()})

@@ -29,13 +29,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..hardware import REFERENCE_KERNELS, HardwareSpec, _cache_dir
+
 if TYPE_CHECKING:
     import tvm
 
-    from ..hardware import HardwareSpec
-
-#: The reference kernels, in the order their figures are reported.
-REFERENCE_KERNELS: tuple[str, ...] = ("gemm", "stream", "chain")
 #: Bump when a kernel or its schedule changes: cached libraries are rebuilt.
 SUITE_VERSION = 1
 
@@ -131,8 +129,6 @@ def reference_library(hw: HardwareSpec) -> Path:
     ``tvm.compile`` with its generic pipeline is used on purpose: it does not fuse, so
     the chain stays 32 separate kernel calls.
     """
-    from ..hardware import _cache_dir
-
     path = (_cache_dir() / "reference"
             / f"v{SUITE_VERSION}-{hw.cpu_id}-{hw.isa}-{hw.cores}c.so")
     if path.is_file():

@@ -132,3 +132,13 @@ class Measurement:
 
 
 # -- inputs ---------------------------------------------------------------------------------
+
+
+@dataclass
+class FuncTiming:
+    """One PrimFunc timed alone (the kernel dataset): its latency and the host's state."""
+
+    name: str
+    stats: LatencyStats
+    slowdown: float
+    tries: int

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import MeasurementError, one_line
 from .guard import SpeedProbe, timed_on_quiet_host
+from .kernels import serve_capture, serve_time_funcs
 from .reference import ReferenceSuite
 from .timing import capture_kernel_calls, time_kernel_calls, time_whole_model
 
@@ -104,6 +105,24 @@ class MeasureWorker:
         self.close()
 
 
+class WorkerPool:
+    """One live worker per thread count, started on first use and again if one died."""
+
+    def __init__(self) -> None:
+        self._workers: dict[int, MeasureWorker] = {}
+
+    def get(self, threads: int) -> MeasureWorker:
+        worker = self._workers.get(threads)
+        if worker is None or worker._proc.poll() is not None:
+            worker = self._workers[threads] = MeasureWorker(threads)
+        return worker
+
+    def close(self) -> None:
+        for worker in self._workers.values():
+            worker.close()
+        self._workers.clear()
+
+
 def worker_main() -> None:
     """Serve measurement requests on stdin; one JSON reply line per request."""
     # Replies go to the original stdout; anything else that prints (TVM, numpy) goes to
@@ -132,17 +151,20 @@ def _serve(req: dict[str, Any]) -> dict[str, Any]:
         suite = _reference_suite(req["reference_only"])
         assert suite is not None
         return {"reference_rounds": [suite.round() for _ in range(int(req["rounds"]))]}
+    if req.get("time_funcs"):  # kernels alone (the kernel dataset)
+        s = req["settings"]
+        return serve_time_funcs(req, lambda fn: _guarded(fn, s, int(s["kernel_slow_retries"])),
+                                _reference_suite(req.get("reference")))
     lib = tvm.runtime.load_module(req["lib"])
     dev = tvm.cpu()
     with np.load(req["inputs"]) as data:
         arrays = [data[f"arg{i}"] for i in range(len(data.files))]
+    if req.get("capture"):  # the arguments each kernel sees in a real run
+        return serve_capture(req, lib, dev, arrays)
     s = req["settings"]
-    probe = _worker_probe()
-    pin = os.environ.get("TVM_NUM_THREADS") == "1"
 
     def guard(fn: Callable[[], T], retries: int) -> tuple[T, float, int]:
-        return timed_on_quiet_host(fn, probe, float(s["max_slowdown"]), retries,
-                                   float(s["slow_wait_s"]), pin=pin)
+        return _guarded(fn, s, retries)
 
     suite = _reference_suite(req.get("reference"))
 
@@ -160,6 +182,14 @@ def _serve(req: dict[str, Any]) -> dict[str, Any]:
             lib.imports[0], dev, calls, s,
             guard=lambda fn: guard(fn, int(s["kernel_slow_retries"])))
     return out
+
+
+def _guarded(fn: Callable[[], T], s: dict[str, Any], retries: int) -> tuple[T, float, int]:
+    """``fn`` timed on a quiet host (see :func:`timed_on_quiet_host`); one-thread workers
+    pin the timing to the quieter CPU."""
+    return timed_on_quiet_host(fn, _worker_probe(), float(s["max_slowdown"]), retries,
+                               float(s["slow_wait_s"]),
+                               pin=os.environ.get("TVM_NUM_THREADS") == "1")
 
 
 _PROBE: SpeedProbe | None = None

@@ -1,0 +1,252 @@
+"""The kernel collector: every workload of the zoo, S sampled schedules each, timed alone.
+
+For each zoo model and ISA: lower it (``sampled:0``, whose kernels keep their names),
+run it once in a worker to capture each kernel's real argument tensors, and for each
+workload not yet measured on a hardware config: draw S schedules, compile the
+unscheduled kernel and the distinct schedules into one library, and time them in a
+random order with the reference kernels between them (measurement v2). Lines go to
+crash-safe shards under ``DIR/kernels``; a ``kernel_done`` line closes a (workload,
+hardware) pair, so a killed collector resumes at the workload it was timing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tvm
+from tqdm import tqdm
+
+from .. import zoo
+from ..collect import CollectSummary, package_versions
+from ..dataset_folder import DatasetFolder
+from ..errors import GnnperfError, one_line
+from ..hardware import HardwareSpec
+from ..lowering import compile_lowered, export_executable, lower
+from ..measure import MeasureSettings, WorkerPool, make_inputs, wait_for_quiet
+from ..measure.local import capture_kernel_inputs, time_funcs
+from ..measure.reference import reference_library
+from ..onnx_import import import_to_relax, load_onnx
+from ..shards import ShardWriter, iter_lines
+from .workloads import Candidate, KernelWorkload, candidates, model_workloads
+
+#: schedules drawn per workload (MetaSchedule's design space, seeds 0..S-1)
+DEFAULT_SCHEDULES = 16
+#: the unscheduled kernel runs at about 1 GFLOP/s; above this it is not timed
+MAX_UNSCHEDULED_GFLOP = 0.5
+
+
+@dataclass
+class KernelSummary(CollectSummary):
+    """``done`` counts workloads timed; ``measurements`` the schedules timed in all."""
+
+    measurements: int = 0
+
+    @property
+    def rate_per_hour(self) -> float:
+        return self.measurements / self.seconds * 3600 if self.seconds else 0.0
+
+    def line(self) -> str:
+        return (f"{self.measurements} kernel measurements ({self.rate_per_hour:.0f}/h); "
+                f"workloads: {super().line()}")
+
+
+def done_pairs(folder: Path) -> set[str]:
+    """``workload|hw_id`` pairs measured or failed already under ``folder``."""
+    if not folder.exists():
+        return set()
+    return {o["key"] for o in iter_lines(folder, kinds=("kernel_done", "kernel_failure"))}
+
+
+class KernelCollector:
+    """Measures the workloads of zoo models into ``DIR/kernels`` (resumable)."""
+
+    def __init__(self, out: str | Path, hw: Sequence[tuple[str, int]], *,
+                 schedules: int = DEFAULT_SCHEDULES, settings: MeasureSettings | None = None,
+                 max_unscheduled_gflop: float = MAX_UNSCHEDULED_GFLOP,
+                 shard_prefix: str | None = None) -> None:
+        if schedules < 1:
+            raise GnnperfError(f"--schedules must be at least 1, got {schedules}")
+        self.folder = DatasetFolder.resolve(out).kernels
+        self.schedules = schedules
+        self.settings = settings or MeasureSettings(quiet_timeout_s=float("inf"))
+        self.max_unscheduled_gflop = max_unscheduled_gflop
+        self.isas: dict[str, list[int]] = {}
+        for isa, threads in hw:
+            self.isas.setdefault(isa, []).append(threads)
+        self.done = done_pairs(self.folder)
+        self.workloads_written = {o["workload_id"] for o in iter_lines(
+            self.folder, kinds=("kernel_workload",))} if self.folder.exists() else set()
+        host = socket.gethostname().split(".")[0] or "host"
+        self.writer = ShardWriter(self.folder, shard_prefix or f"kernels-{host}")
+        self.hw_specs: dict[tuple[str, int], HardwareSpec] = {}
+        self.workers = WorkerPool()
+        self.versions = package_versions()
+
+    # -- resources --------------------------------------------------------------------------
+    def hw(self, isa: str, threads: int) -> HardwareSpec:
+        if (isa, threads) not in self.hw_specs:
+            spec = HardwareSpec.local(isa, threads)
+            self.hw_specs[(isa, threads)] = dataclasses.replace(spec, host=spec.cpu_id)
+        return self.hw_specs[(isa, threads)]
+
+    def close(self) -> None:
+        self.workers.close()
+        self.writer.close()
+
+    # -- one model --------------------------------------------------------------------------
+    def collect_model(self, spec: zoo.ModelSpec, summary: KernelSummary) -> None:
+        for isa, threads_list in self.isas.items():
+            hws = [self.hw(isa, t) for t in threads_list]
+            stage = "lower"
+            try:
+                mod = import_to_relax(load_onnx(zoo.export_onnx(spec)))
+                lowered = lower(mod, hws[0].target(), "sampled:0")
+                workloads = model_workloads(lowered)
+                self.writer.append({
+                    "kind": "kernel_model", "model_id": spec.model_id, "model": spec.to_dict(),
+                    "isa": isa, "kernels": {w.name: w.workload_id for w in workloads}})
+                todo = [w for w in workloads
+                        if any(f"{w.workload_id}|{h.hw_id}" not in self.done for h in hws)]
+                summary.skipped += len(workloads) - len(todo)
+                if not todo:
+                    continue
+                stage = "capture"
+                with tempfile.TemporaryDirectory(prefix="gnnperf-kernels-") as tmp:
+                    lib = export_executable(compile_lowered(lowered), Path(tmp) / "model.so")
+                    inputs = Path(tmp) / "inputs.npz"
+                    arrays = make_inputs(dict(spec.inputs), seed=spec.seed)
+                    np.savez(inputs, **{f"arg{i}": a for i, a in enumerate(arrays)})
+                    wait_for_quiet(self.settings.max_other_load, None)
+                    captured = set(capture_kernel_inputs(lib, inputs, Path(tmp) / "args",
+                                                         self.workers.get(threads_list[-1]),
+                                                         self.settings))
+                    for w in todo:
+                        self.collect_workload(w, spec, hws, Path(tmp) / "args", captured,
+                                              summary)
+            except Exception as exc:
+                summary.failed += 1
+                summary.failures[stage] += 1
+                self.writer.append({"kind": "kernel_model_failure", "model_id": spec.model_id,
+                                    "isa": isa, "stage": stage, "reason": one_line(exc, 300)})
+
+    def collect_workload(self, w: KernelWorkload, spec: zoo.ModelSpec,
+                         hws: Sequence[HardwareSpec], args_dir: Path, captured: set[str],
+                         summary: KernelSummary) -> None:
+        """Draw, compile and time the schedules of one workload on each hardware config."""
+        from tvm.s_tir.meta_schedule.database import Workload
+
+        pending = [h for h in hws if f"{w.workload_id}|{h.hw_id}" not in self.done]
+        if w.workload_id not in self.workloads_written:
+            self.writer.append({"kind": "kernel_workload", "workload_id": w.workload_id,
+                                "name": w.name, "first_model": spec.model_id,
+                                "ms_workload": Workload(w.module()).as_json()})
+            self.workloads_written.add(w.workload_id)
+        if w.name not in captured:
+            for h in pending:
+                self._fail(w, h, "capture", "the kernel was not called with tensor "
+                                            "arguments in the model run")
+            summary.failed += 1
+            summary.failures["capture"] += 1
+            return
+        target = hws[0].target()
+        stage = "sample"
+        try:
+            gflop = _gflop(w, target)
+            cands, failed_seeds = candidates(
+                w, target, self.schedules, unscheduled=gflop <= self.max_unscheduled_gflop)
+            if not cands:
+                raise GnnperfError("no schedule could be drawn")
+            stage = "compile"
+            with tempfile.TemporaryDirectory(prefix="gnnperf-cands-") as tmp:
+                names = [f"cand{j}" for j in range(len(cands))]
+                mod = tvm.IRModule({n: c.func.with_attr("global_symbol", n)
+                                    for n, c in zip(names, cands, strict=True)})
+                lib = Path(tmp) / "cands.so"
+                tvm.compile(mod, target).export_library(str(lib))
+                args = args_dir / f"{w.name}.npz"
+                for h in pending:
+                    stage = "measure"
+                    start = time.perf_counter()
+                    timings, reference = time_funcs(
+                        lib, dict.fromkeys(names, args), self.workers.get(h.threads),
+                        settings=self.settings, reference=reference_library(h),
+                        seed=int(w.workload_id, 16) % 2**31)
+                    for cand, timing in zip(cands, timings, strict=True):
+                        self._record(w, h, cand, timing, reference, spec, gflop)
+                    self.writer.append({
+                        "kind": "kernel_done", "key": f"{w.workload_id}|{h.hw_id}",
+                        "candidates": len(cands), "schedules_drawn": self.schedules,
+                        "failed_seeds": failed_seeds,
+                        "unscheduled_timed": not cands[0].seeds,
+                        "measure_s": round(time.perf_counter() - start, 3)})
+                    self.done.add(f"{w.workload_id}|{h.hw_id}")
+                    summary.measurements += len(cands)
+            summary.done += 1
+        except Exception as exc:
+            for h in pending:
+                if f"{w.workload_id}|{h.hw_id}" not in self.done:
+                    self._fail(w, h, stage, one_line(exc, 300))
+            summary.failed += 1
+            summary.failures[stage] += 1
+
+    def _record(self, w: KernelWorkload, hw: HardwareSpec, cand: Candidate, timing: Any,
+                reference: dict[str, Any] | None, spec: zoo.ModelSpec, gflop: float) -> None:
+        import tvm_ffi
+        from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+        from tvm.s_tir.meta_schedule.database import TuningRecord, Workload
+
+        record = TuningRecord(cand.trace, Workload(w.module()),
+                              [v / 1e3 for v in timing.stats.samples_ms], hw.target(),
+                              ArgInfo.from_prim_func(w.func))
+        cand_id = f"{int(tvm_ffi.structural_hash(cand.func)) & 0xFFFFFFFFFFFF:012x}"
+        self.writer.append({
+            "kind": "kernel_record", "key": f"{w.workload_id}|{hw.hw_id}|{cand_id}",
+            "workload_id": w.workload_id, "hw_id": hw.hw_id, "hw": hw.to_dict(),
+            "schedule": cand.schedule, "seeds": cand.seeds, "ms_record": record.as_json(),
+            "latency": timing.stats.label(), "slowdown": timing.slowdown,
+            "tries": timing.tries, "reference": reference, "gflop": gflop,
+            "model_id": spec.model_id, "kernel": w.name, "settings": self.settings.to_dict(),
+            "versions": self.versions, "created_at": time.time()})
+
+    def _fail(self, w: KernelWorkload, hw: HardwareSpec, stage: str, reason: str) -> None:
+        self.writer.append({"kind": "kernel_failure", "key": f"{w.workload_id}|{hw.hw_id}",
+                            "workload_id": w.workload_id, "hw_id": hw.hw_id, "stage": stage,
+                            "reason": reason, "created_at": time.time()})
+        self.done.add(f"{w.workload_id}|{hw.hw_id}")
+
+
+def _gflop(w: KernelWorkload, target: tvm.target.Target) -> float:
+    from ..features import kernel_statics
+
+    return kernel_statics(w.func, target, ms_features=False).flops / 1e9
+
+
+def collect_kernels(out: str | Path, specs: Sequence[zoo.ModelSpec],
+                    hw: Sequence[tuple[str, int]], *, schedules: int = DEFAULT_SCHEDULES,
+                    settings: MeasureSettings | None = None,
+                    max_unscheduled_gflop: float = MAX_UNSCHEDULED_GFLOP,
+                    max_minutes: float | None = None, progress: bool = True) -> KernelSummary:
+    """Measure the workloads of ``specs`` (see :func:`gnnperf.collect.interleaved_specs`);
+    stops cleanly after ``max_minutes`` (the model in progress is finished first)."""
+    summary = KernelSummary()
+    start = time.time()
+    collector = KernelCollector(out, hw, schedules=schedules, settings=settings,
+                                max_unscheduled_gflop=max_unscheduled_gflop)
+    try:
+        for spec in tqdm(specs, desc="kernels", unit="model", disable=not progress):
+            if max_minutes is not None and (time.time() - start) / 60 > max_minutes:
+                break
+            collector.collect_model(spec, summary)
+            summary.seconds = time.time() - start
+    finally:
+        collector.close()
+    summary.seconds = time.time() - start
+    return summary

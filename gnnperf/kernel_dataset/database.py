@@ -1,0 +1,106 @@
+"""The kernel shards read back: records, statistics, and a MetaSchedule database."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import tempfile
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ..cpu_identity import signature_of_hw
+from ..dataset_folder import DatasetFolder
+from ..errors import DatasetError
+from ..shards import iter_lines
+
+
+def _kernels_folder(root: str | os.PathLike[str] | DatasetFolder | None) -> Path:
+    return DatasetFolder.resolve(root).kernels
+
+
+def kernel_records(root: str | os.PathLike[str] | DatasetFolder | None = None,
+                   hw_id: str | None = None) -> Iterator[dict[str, Any]]:
+    """Every measured schedule (``kernel_record`` line), optionally of one hardware id."""
+    folder = _kernels_folder(root)
+    if not folder.exists():
+        return
+    for rec in iter_lines(folder, kinds=("kernel_record",)):
+        if hw_id is None or rec["hw_id"] == hw_id:
+            yield rec
+
+
+def kernel_stats(root: str | os.PathLike[str] | DatasetFolder | None = None) -> dict[str, Any]:
+    """The kernel dataset's size, as ``gnnperf dataset stats`` prints it.
+
+    ``schedules_per_workload_median``: per workload, the distinct sampled schedules
+    measured (on any hardware config; the unscheduled kernel not counted).
+    """
+    folder = _kernels_folder(root)
+    measurements = 0
+    sampled: dict[str, set[str]] = defaultdict(set)
+    workloads: set[str] = set()
+    cpus: set[str] = set()
+    pairs: set[tuple[str, str]] = set()
+    for rec in kernel_records(root):
+        measurements += 1
+        workloads.add(rec["workload_id"])
+        pairs.add((rec["workload_id"], rec["hw_id"]))
+        if rec["schedule"] != "unscheduled":
+            sampled[rec["workload_id"]].add(rec["key"].rsplit("|", 1)[-1])
+        cpus.add(signature_of_hw(rec["hw"]).id)
+    failures = sum(1 for _ in iter_lines(folder, kinds=("kernel_failure",))) \
+        if folder.exists() else 0
+    counts = [len(sampled.get(w, ())) for w in workloads]
+    return {
+        "kernel_measurements": measurements,
+        "kernel_workloads": len(workloads),
+        "kernel_workload_hw_pairs": len(pairs),
+        "schedules_per_workload_median": statistics.median(counts) if counts else 0,
+        "kernel_cpus": len(cpus),
+        "kernel_cpu_ids": sorted(cpus),
+        "kernel_failures": failures,
+    }
+
+
+def export_database(root: str | os.PathLike[str] | DatasetFolder | None, hw_id: str,
+                    out: str | os.PathLike[str]) -> Path:
+    """Write the sampled schedules of ``hw_id`` as a MetaSchedule ``JSONDatabase``
+    (``database_workload.json``, ``database_tuning_record.json`` in ``out``).
+
+    ``relax.transform.MetaScheduleApplyDatabase`` then schedules a model's kernels with
+    the fastest measured schedule of each (MetaSchedule ranks by mean run time). The
+    unscheduled kernel's timings are the baseline, not a tuning record: MetaSchedule's
+    search never proposes it, so it is left out. The folder is written beside ``out`` and
+    renamed into place, so a failed export leaves no half database.
+    """
+    from tvm.s_tir.meta_schedule.database import JSONDatabase, TuningRecord, Workload
+
+    folder = _kernels_folder(root)
+    workloads = {o["workload_id"]: o["ms_workload"]
+                 for o in iter_lines(folder, kinds=("kernel_workload",))} \
+        if folder.exists() else {}
+    records = [r for r in kernel_records(root, hw_id) if r["schedule"] != "unscheduled"]
+    if not records:
+        raise DatasetError(f"no kernel records of hardware '{hw_id}' under {folder}")
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        db = JSONDatabase(str(tmp / "database_workload.json"),
+                          str(tmp / "database_tuning_record.json"), allow_missing=True)
+        committed: dict[str, Any] = {}
+        for rec in records:
+            wid = rec["workload_id"]
+            if wid not in committed:
+                committed[wid] = db.commit_workload(Workload.from_json(workloads[wid]).mod)
+            db.commit_tuning_record(TuningRecord.from_json(rec["ms_record"], committed[wid]))
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
