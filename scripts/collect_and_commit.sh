@@ -2,24 +2,35 @@
 # Run the collector in the background and commit its shards every N minutes, so that
 # a session ending at any moment loses at most the last interval's records.
 #
-#   scripts/collect_and_commit.sh [MINUTES] -- gnnperf collect args...
+#   scripts/collect_and_commit.sh [--kernels] [MINUTES] -- gnnperf collect args...
 #   scripts/collect_and_commit.sh 20 -- --out datasets --families all --count 30 \
 #       --hw x86-64-v2:1,x86-64-v2:2,x86-64-v3:1,x86-64-v3:2 --build default,sampled:0
+#   scripts/collect_and_commit.sh --kernels 15 -- --out datasets --families all --count 4
 #
-# Only datasets/shards is committed (`git commit --only`), never other staged work.
+# With --kernels it runs `gnnperf collect-kernels` and commits datasets/kernels. Only that
+# folder is committed (`git commit --only`), never other staged work.
 set -u
+command=collect
+folder=datasets/shards
+count_key=records
+if [ "${1:-}" = "--kernels" ]; then
+    command=collect-kernels
+    folder=datasets/kernels
+    count_key=kernel_measurements
+    shift
+fi
 minutes=${1:-20}
 shift
 [ "${1:-}" = "--" ] && shift
 cd "$(git rev-parse --show-toplevel)" || exit 1
-python -m gnnperf collect "$@" > /tmp/gnnperf-collect.log 2>&1 &
+python -m gnnperf "$command" "$@" > "/tmp/gnnperf-$command.log" 2>&1 &
 collector=$!
 commit_shards() {
-    git add datasets/shards 2>/dev/null
-    if ! git diff --cached --quiet -- datasets/shards; then
+    git add "$folder" 2>/dev/null
+    if ! git diff --cached --quiet -- "$folder"; then
         n=$(python -m gnnperf dataset stats --json 2>/dev/null | python -c \
-            "import json,sys; print(json.load(sys.stdin)['records'])" 2>/dev/null || echo "?")
-        git commit -q --only datasets/shards -m "Dataset: shards ($n records)"
+            "import json,sys; print(json.load(sys.stdin)['$count_key'])" 2>/dev/null || echo "?")
+        git commit -q --only "$folder" -m "Dataset: $folder ($n $count_key)"
     fi
 }
 while kill -0 "$collector" 2>/dev/null; do
