@@ -18,7 +18,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import tvm
@@ -31,8 +30,9 @@ from ..errors import GnnperfError, one_line
 from ..hardware import HardwareSpec
 from ..lowering import compile_lowered, export_executable, lower
 from ..measure import MeasureSettings, WorkerPool, make_inputs, wait_for_quiet
-from ..measure.local import capture_kernel_inputs, time_funcs
+from ..measure.local import FuncBatch, capture_kernel_inputs, time_funcs
 from ..measure.reference import reference_library
+from ..measure.results import FuncTiming
 from ..onnx_import import import_to_relax, load_onnx
 from ..shards import ShardWriter, iter_lines
 from .workloads import Candidate, KernelWorkload, candidates, model_workloads
@@ -41,6 +41,8 @@ from .workloads import Candidate, KernelWorkload, candidates, model_workloads
 DEFAULT_SCHEDULES = 16
 #: the unscheduled kernel runs at about 1 GFLOP/s; above this it is not timed
 MAX_UNSCHEDULED_GFLOP = 0.5
+#: the stage of a workload that its model never runs as a kernel (not a failure)
+NOT_EXECUTED = "not-executed"
 
 
 @dataclass
@@ -150,42 +152,47 @@ class KernelCollector:
                                 "ms_workload": Workload(w.module()).as_json()})
             self.workloads_written.add(w.workload_id)
         if w.name not in captured:
+            # not a kernel that runs: e.g. a reshape the VM performs as a builtin
             for h in pending:
-                self._fail(w, h, "capture", "the kernel was not called with tensor "
-                                            "arguments in the model run")
-            summary.failed += 1
-            summary.failures["capture"] += 1
+                self._fail(w, h, NOT_EXECUTED, "not called with tensor arguments in the "
+                                               "model run")
+            summary.skipped += 1
             return
         target = hws[0].target()
         stage = "sample"
         try:
+            started = time.perf_counter()
             gflop = _gflop(w, target)
             cands, failed_seeds = candidates(
                 w, target, self.schedules, unscheduled=gflop <= self.max_unscheduled_gflop)
             if not cands:
                 raise GnnperfError("no schedule could be drawn")
             stage = "compile"
+            sample_s = time.perf_counter() - started
             with tempfile.TemporaryDirectory(prefix="gnnperf-cands-") as tmp:
                 names = [f"cand{j}" for j in range(len(cands))]
                 mod = tvm.IRModule({n: c.func.with_attr("global_symbol", n)
                                     for n, c in zip(names, cands, strict=True)})
                 lib = Path(tmp) / "cands.so"
+                start = time.perf_counter()
                 tvm.compile(mod, target).export_library(str(lib))
+                compile_s = time.perf_counter() - start
                 args = args_dir / f"{w.name}.npz"
                 for h in pending:
                     stage = "measure"
                     start = time.perf_counter()
-                    timings, reference = time_funcs(
+                    batch = time_funcs(
                         lib, dict.fromkeys(names, args), self.workers.get(h.threads),
                         settings=self.settings, reference=reference_library(h),
                         seed=int(w.workload_id, 16) % 2**31)
-                    for cand, timing in zip(cands, timings, strict=True):
-                        self._record(w, h, cand, timing, reference, spec, gflop)
+                    for cand, timing in zip(cands, batch.timings, strict=True):
+                        self._record(w, h, cand, timing, batch, spec, gflop)
                     self.writer.append({
                         "kind": "kernel_done", "key": f"{w.workload_id}|{h.hw_id}",
                         "candidates": len(cands), "schedules_drawn": self.schedules,
                         "failed_seeds": failed_seeds,
                         "unscheduled_timed": not cands[0].seeds,
+                        "sample_s": round(sample_s, 3), "compile_s": round(compile_s, 3),
                         "measure_s": round(time.perf_counter() - start, 3)})
                     self.done.add(f"{w.workload_id}|{h.hw_id}")
                     summary.measurements += len(cands)
@@ -197,8 +204,8 @@ class KernelCollector:
             summary.failed += 1
             summary.failures[stage] += 1
 
-    def _record(self, w: KernelWorkload, hw: HardwareSpec, cand: Candidate, timing: Any,
-                reference: dict[str, Any] | None, spec: zoo.ModelSpec, gflop: float) -> None:
+    def _record(self, w: KernelWorkload, hw: HardwareSpec, cand: Candidate, timing: FuncTiming,
+                batch: FuncBatch, spec: zoo.ModelSpec, gflop: float) -> None:
         import tvm_ffi
         from tvm.s_tir.meta_schedule.arg_info import ArgInfo
         from tvm.s_tir.meta_schedule.database import TuningRecord, Workload
@@ -212,7 +219,8 @@ class KernelCollector:
             "workload_id": w.workload_id, "hw_id": hw.hw_id, "hw": hw.to_dict(),
             "schedule": cand.schedule, "seeds": cand.seeds, "ms_record": record.as_json(),
             "latency": timing.stats.label(), "slowdown": timing.slowdown,
-            "tries": timing.tries, "reference": reference, "gflop": gflop,
+            "tries": timing.tries, "reference": batch.reference,
+            "other_load": batch.other_load, "attempts": batch.attempts, "gflop": gflop,
             "model_id": spec.model_id, "kernel": w.name, "settings": self.settings.to_dict(),
             "versions": self.versions, "created_at": time.time()})
 

@@ -6,7 +6,7 @@ import os
 import shutil
 import statistics
 import tempfile
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +15,7 @@ from ..cpu_identity import signature_of_hw
 from ..dataset_folder import DatasetFolder
 from ..errors import DatasetError
 from ..shards import iter_lines
+from .collector import NOT_EXECUTED
 
 
 def _kernels_folder(root: str | os.PathLike[str] | DatasetFolder | None) -> Path:
@@ -51,8 +52,9 @@ def kernel_stats(root: str | os.PathLike[str] | DatasetFolder | None = None) -> 
         if rec["schedule"] != "unscheduled":
             sampled[rec["workload_id"]].add(rec["key"].rsplit("|", 1)[-1])
         cpus.add(signature_of_hw(rec["hw"]).id)
-    failures = sum(1 for _ in iter_lines(folder, kinds=("kernel_failure",))) \
-        if folder.exists() else 0
+    stages = Counter(o["stage"] for o in iter_lines(folder, kinds=("kernel_failure",))) \
+        if folder.exists() else Counter()
+    not_executed = stages.pop(NOT_EXECUTED, 0)
     counts = [len(sampled.get(w, ())) for w in workloads]
     return {
         "kernel_measurements": measurements,
@@ -61,7 +63,9 @@ def kernel_stats(root: str | os.PathLike[str] | DatasetFolder | None = None) -> 
         "schedules_per_workload_median": statistics.median(counts) if counts else 0,
         "kernel_cpus": len(cpus),
         "kernel_cpu_ids": sorted(cpus),
-        "kernel_failures": failures,
+        "kernel_failures": sum(stages.values()),
+        "kernel_failures_by_stage": dict(stages),
+        "kernel_workloads_not_executed": not_executed,
     }
 
 
