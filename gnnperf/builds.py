@@ -9,10 +9,17 @@ tiled, vectorized and parallelized. Three are supported:
 - ``sampled:SEED``: one schedule per kernel drawn from MetaSchedule's CPU design
   space (multi-level tiling, parallel/vectorize/unroll, auto-inline) with its
   post-processors, without any measurement. The draw is seeded by SEED and the
-  kernel's structural hash, so one kernel gets one schedule in every model.
+  kernel's structural hash, so one kernel gets one schedule in every model;
+- ``tuned``: each kernel gets the fastest of the S schedules measured for its workload
+  on the hardware config (best of ``sampled:0`` .. ``sampled:S-1``, timed alone; S is
+  stored with the kernel records), read from a MetaSchedule database built from the
+  kernel dataset. This is what a TVM user gets from tuning with S random trials per
+  kernel. A kernel the database does not hold stays unscheduled, and says so.
 
-Features are always read from the scheduled TIR this pass returns, so a future
-``tuned`` configuration (a MetaSchedule database) only needs a new branch here.
+Features are read from the scheduled TIR this pass returns, except under ``tuned``:
+there they are read from the unscheduled kernel, because a prediction for a model
+never tuned has no tuned schedule to read (the estimator learns the tuned time from
+the workload itself).
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from tvm import tirx
 
 from .errors import BuildConfigError, LoweringError, one_line
 
-BUILD_KINDS = ("default", "dlight", "sampled")
+BUILD_KINDS = ("default", "dlight", "sampled", "tuned")
 
 
 @dataclass(frozen=True)
@@ -46,7 +53,8 @@ class BuildConfig:
         kind, _, arg = str(text).strip().partition(":")
         if kind not in BUILD_KINDS:
             raise BuildConfigError(
-                f"unknown build configuration '{text}'; use default, dlight or sampled:SEED"
+                f"unknown build configuration '{text}'; use default, dlight, sampled:SEED "
+                "or tuned"
             )
         if kind != "sampled":
             if arg:
@@ -200,15 +208,34 @@ def _kept_attrs(func: tirx.PrimFunc) -> dict[str, Any]:
     return {k: func.attrs[k] for k in keep if func.attrs is not None and k in func.attrs}
 
 
-def apply_build(mod: tvm.IRModule, build: BuildConfig, target: tvm.target.Target
-                ) -> tuple[tvm.IRModule, dict[str, str]]:
+def _database_schedule(func: tirx.PrimFunc, target: tvm.target.Target, database: Any
+                       ) -> tirx.PrimFunc:
+    """The fastest schedule ``database`` holds for ``func``'s workload (MetaSchedule's own
+    query); raises when it holds none, so the kernel is left as it was and flagged."""
+    sch = database.query_schedule(
+        tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), target, "main")
+    if sch is None:
+        raise LookupError("no measured schedule for this workload")
+    return sch.mod["main"]
+
+
+def apply_build(mod: tvm.IRModule, build: BuildConfig, target: tvm.target.Target,
+                database: Any = None) -> tuple[tvm.IRModule, dict[str, str]]:
     """Schedule every PrimFunc of a fused module according to ``build``.
 
     Returns the module and, per kernel left unscheduled because its schedule could not
     be made, why (a model TVM compiles must still get a graph and a prediction).
+    ``database`` (a MetaSchedule database, see
+    :func:`gnnperf.kernel_dataset.tuned_database`) gives the ``tuned`` schedules; without
+    one a ``tuned`` build is lowered for prediction only (its kernels stay unscheduled).
     """
     if build.kind == "default":
         return mod, {}
+    if build.kind == "tuned":
+        if database is None:
+            return mod, {}
+        return _schedule_each(mod, lambda f: _database_schedule(f, target, database),
+                              "tuned")
     if build.kind == "dlight":
         return _schedule_each(mod, lambda f: _dlight_schedule(f, target), "dlight")
     return _schedule_each(mod, lambda f: sample_schedule(f, target, build.seed),

@@ -46,12 +46,26 @@ def _print_json(obj: Any) -> None:
     sys.stdout.write("\n")
 
 
-def _lower_from_args(args: argparse.Namespace, threads: int | None) -> Any:
+def _lower_from_args(args: argparse.Namespace, threads: int | None, database: Any = None
+                     ) -> Any:
     from .hardware import HardwareSpec
     from .lowering import lower_onnx
 
     hw = HardwareSpec.local(args.isa, threads, measure=False)
-    return hw, lower_onnx(args.model, hw, args.build, _input_shapes(args.input_shape))
+    return hw, lower_onnx(args.model, hw, args.build, _input_shapes(args.input_shape),
+                          database)
+
+
+def _tuned_database(args: argparse.Namespace) -> Any:
+    """The measured schedules of this machine's hardware config, for a ``tuned`` build."""
+    from .builds import BuildConfig
+    from .hardware import HardwareSpec
+    from .kernel_dataset import tuned_database
+
+    if BuildConfig.parse(args.build).kind != "tuned":
+        return None
+    hw = HardwareSpec.local(args.isa, args.threads, measure=False)
+    return tuned_database(args.root, hw.record_hw_id)
 
 
 def cmd_graph(args: argparse.Namespace) -> int:
@@ -97,8 +111,12 @@ def cmd_measure(args: argparse.Namespace) -> int:
         reference_library,
     )
 
-    hw, lowered = _lower_from_args(args, args.threads)
+    hw, lowered = _lower_from_args(args, args.threads, _tuned_database(args))
     graph = extract_graph(lowered, ms_features=False)
+    if lowered.build.kind == "tuned":
+        print(f"tuned: {len(graph.nodes) - len(lowered.schedule_fallbacks)} of "
+              f"{len(graph.nodes)} kernels have a measured schedule on {hw.record_hw_id}",
+              file=sys.stderr)
     ex = compile_lowered(lowered)
     arrays = make_inputs(lowered.inputs)
     expected = [n.name for n in graph.nodes]
@@ -385,6 +403,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", type=Path)
     _add_target_args(p)
     p.add_argument("--per-kernel", action="store_true")
+    p.add_argument("--root", type=Path, default=None, metavar="DIR",
+                   help="dataset folder whose kernel records give a tuned build its "
+                        "schedules (default: shipped)")
     p.add_argument("--rpc", default=None, metavar="HOST:PORT:KEY", help="TVM RPC tracker")
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--quiet-timeout", type=float, default=60.0,

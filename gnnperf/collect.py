@@ -196,8 +196,14 @@ class Collector:
         redo_noisy: bool = False,
         retry_failed: bool = False,
         host_tag: str | None = None,
+        database: Any = None,
+        record_extra: dict[str, Any] | None = None,
     ) -> None:
         self.out = Path(out)
+        #: the MetaSchedule database a ``tuned`` build takes its schedules from, and what
+        #: every record says of it (``record_extra``)
+        self.database = database
+        self.record_extra = record_extra or {}
         if host_tag is not None and not re.fullmatch(r"[a-z0-9][a-z0-9_-]*", host_tag):
             raise HardwareError(f"--host-tag wants lower-case letters, digits, '-' or '_', "
                                 f"got '{host_tag}'")
@@ -315,7 +321,7 @@ class Collector:
         stage = "lower"
         try:
             target = self._hw(isa, items[0][0]).target()
-            lowered = lower(mod, target, build)
+            lowered = lower(mod, target, build, self.database)
             graph = extract_graph(lowered)
             if build.kind == "default" and graph.total_flops > self.max_default_gflops * 1e9:
                 reason = (f"budget: {graph.total_flops / 1e9:.2f} GFLOP exceeds "
@@ -394,6 +400,7 @@ class Collector:
                                     "measure_s": m.duration_s},
                         "versions": self.versions,
                         "created_at": time.time(),
+                        **self.record_extra,
                     })
                     self.done.add(key)
                     summary.done += 1

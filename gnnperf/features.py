@@ -385,7 +385,10 @@ def extract_graph(lowered: LoweredModel, *, ms_features: bool = True) -> KernelG
                     else:
                         param_bytes += nbytes
                 if name not in func_cache:
-                    func_cache[name] = kernel_statics(func, lowered.target, ms_features)
+                    # a tuned build is described by its workloads (see gnnperf.builds)
+                    analysed = (lowered.unscheduled.get(name, func)
+                                if lowered.build.kind == "tuned" else func)
+                    func_cache[name] = kernel_statics(analysed, lowered.target, ms_features)
                 statics = func_cache[name]
                 flops, loops, msf, shash = (statics.flops, statics.loops,
                                             statics.ms_features, statics.struct_hash)

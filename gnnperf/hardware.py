@@ -290,6 +290,11 @@ class HardwareSpec:
         return f"{self.host}/{self.isa}/{self.threads}t"
 
     @property
+    def record_hw_id(self) -> str:
+        """The id records measured on this CPU carry, ``CPU-ID/ISA/Nt``."""
+        return f"{self.cpu_id}/{self.isa}/{self.threads}t"
+
+    @property
     def cpu_signature(self) -> CpuSignature:
         """Which CPU this is (a partial, ``legacy`` one for specs older than signatures)."""
         return signature_of_hw(self.to_dict())

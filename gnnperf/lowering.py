@@ -115,8 +115,10 @@ def lower(
     mod: tvm.IRModule,
     target: HardwareSpec | tvm.target.Target | Mapping[str, Any],
     build: BuildConfig | str = "default",
+    database: Any = None,
 ) -> LoweredModel:
-    """Run TVM's pipeline for ``target`` on an imported Relax module, scheduling per ``build``."""
+    """Run TVM's pipeline for ``target`` on an imported Relax module, scheduling per ``build``
+    (``database``: the MetaSchedule database of a ``tuned`` build)."""
     target = _as_target(target)
     build = BuildConfig.parse(build)
     backend = _backend(target)
@@ -134,7 +136,7 @@ def lower(
             unscheduled = {gv.name_hint: f for gv, f in fused.functions.items()
                            if isinstance(f, tirx.PrimFunc)}
             start = time.perf_counter()
-            scheduled, fallbacks = apply_build(fused, build, target)
+            scheduled, fallbacks = apply_build(fused, build, target, database)
             timings["schedule_s"] = time.perf_counter() - start
             start = time.perf_counter()
             final = tvm.transform.Sequential(
@@ -153,6 +155,7 @@ def lower_onnx(
     target: HardwareSpec | tvm.target.Target | Mapping[str, Any],
     build: BuildConfig | str = "default",
     input_shapes: Mapping[str, Sequence[int]] | None = None,
+    database: Any = None,
 ) -> LoweredModel:
     """Load, check and fold an ONNX model, import it into Relax and lower it."""
     from .onnx_import import import_to_relax, load_onnx
@@ -161,7 +164,7 @@ def lower_onnx(
     model = load_onnx(source, input_shapes)
     mod = import_to_relax(model)
     import_s = time.perf_counter() - start
-    lowered = lower(mod, target, build)
+    lowered = lower(mod, target, build, database)
     lowered.timings["import_s"] = import_s
     return lowered
 

@@ -118,3 +118,71 @@ def test_the_export_is_a_database_metaschedule_applies(kernel_root: Path,
         got = int(tvm_ffi.structural_hash(mod["main"])) & 0xFFFFFFFFFFFF
         assert f"{got:012x}" == best["key"].rsplit("|", 1)[-1]
         assert isinstance(mod, tvm.IRModule)
+
+
+def test_a_covered_model_gets_a_whole_model_tuned_record(kernel_root: Path) -> None:
+    """Once every kernel of a zoo model has its schedules, the collector measures the model
+    built with the fastest of each (the ``tuned`` build) into the record shards."""
+    from gnnperf.shards import latest_records
+
+    (rec,) = [r for r in latest_records(kernel_root / "shards") if r["build"] == "tuned"]
+    assert rec["model_id"] == zoo.tiny_spec("mixer").model_id
+    assert rec["whole"]["median_ms"] > 0 and rec["kernels_ms"]
+    assert rec["tuned"]["schedules_per_workload"] == 3
+    assert set(rec["reference"]) == {"gemm", "stream", "chain"}
+
+
+def test_the_tuned_build_applies_the_fastest_measured_schedule_of_each_kernel(
+        kernel_root: Path) -> None:
+    import tvm_ffi
+
+    from gnnperf.builds import _database_schedule
+    from gnnperf.features import extract_graph
+    from gnnperf.kernel_dataset import tuned_database
+    from gnnperf.kernel_dataset.workloads import workload_id
+    from gnnperf.lowering import lower_onnx
+
+    hw = HardwareSpec.local("x86-64-v3", 1, measure=False)
+    onnx_model = zoo.export_onnx(zoo.tiny_spec("mixer"))
+    db = tuned_database(kernel_root, hw.record_hw_id)
+    lowered = lower_onnx(onnx_model, hw, "tuned", database=db)
+    assert lowered.schedule_fallbacks == {}
+    final = lowered.primfuncs()
+    records = [r for r in kernel_records(kernel_root) if r["schedule"] == "sampled"]
+    for name, func in lowered.unscheduled.items():
+        if name not in final:
+            continue  # not a kernel of the compiled model (a reshape done by the VM)
+        assert final[name].attrs["tirx.is_scheduled"]
+        best = min((r for r in records if r["workload_id"] == workload_id(func)),
+                   key=lambda r: sum(r["latency"]["samples_ms"]))
+        applied = _database_schedule(func, hw.target(), db)
+        got = int(tvm_ffi.structural_hash(applied)) & 0xFFFFFFFFFFFF
+        assert f"{got:012x}" == best["key"].rsplit("|", 1)[-1], name
+    # the graph describes the workloads (what a model never tuned has too), flagged tuned
+    plain = extract_graph(lower_onnx(onnx_model, hw, "tuned"))
+    tuned = extract_graph(lowered)
+    assert plain.to_dict()["nodes"] == tuned.to_dict()["nodes"]
+    assert plain.build == "tuned"
+
+
+def test_measure_and_predict_a_tuned_build_from_the_command_line(
+        kernel_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from gnnperf.cli import main
+
+    model = tmp_path / "mixer.onnx"
+    zoo.export_onnx(zoo.tiny_spec("mixer"), model)
+    assert main(["measure", str(model), "--isa", "x86-64-v3", "--threads", "1", "--build",
+                 "tuned", "--root", str(kernel_root), "--repeat", "3", "--quiet-timeout", "5",
+                 "--json"]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["build"] == "tuned"
+    assert "kernels have a measured schedule" in out.err
+    # the prediction needs no database: it reads the workloads
+    assert main(["predict", str(model), "--hw", "local/x86-64-v3/1t", "--build", "tuned",
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["build"] == "tuned"
+    # a machine with no measured schedules is told so in one line
+    assert main(["measure", str(model), "--build", "tuned", "--root", str(tmp_path)]) == 2
+    assert "no kernel records" in capsys.readouterr().err

@@ -20,8 +20,8 @@ in crash-safe shards under ``DIR/kernels``. :func:`export_database` writes a
 from __future__ import annotations
 
 from .collector import KernelCollector, collect_kernels
-from .database import export_database, kernel_records, kernel_stats
+from .database import export_database, kernel_records, kernel_stats, tuned_database
 from .workloads import KernelWorkload, model_workloads
 
 __all__ = ["KernelCollector", "KernelWorkload", "collect_kernels", "export_database",
-           "kernel_records", "kernel_stats", "model_workloads"]
+           "kernel_records", "kernel_stats", "model_workloads", "tuned_database"]

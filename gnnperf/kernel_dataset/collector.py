@@ -16,17 +16,18 @@ import socket
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import tvm
 from tqdm import tqdm
 
 from .. import zoo
-from ..collect import CollectSummary, package_versions
+from ..collect import Collector, CollectSummary, package_versions
 from ..dataset_folder import DatasetFolder
-from ..errors import GnnperfError, one_line
+from ..errors import DatasetError, GnnperfError, one_line
 from ..hardware import HardwareSpec
 from ..lowering import compile_lowered, export_executable, lower
 from ..measure import MeasureSettings, WorkerPool, make_inputs, wait_for_quiet
@@ -35,21 +36,22 @@ from ..measure.reference import reference_library
 from ..measure.results import FuncTiming
 from ..onnx_import import import_to_relax, load_onnx
 from ..shards import ShardWriter, iter_lines
-from .workloads import Candidate, KernelWorkload, candidates, model_workloads
+from .database import tuned_database
+from .workloads import NOT_EXECUTED, Candidate, KernelWorkload, candidates, model_workloads
 
 #: schedules drawn per workload (MetaSchedule's design space, seeds 0..S-1)
 DEFAULT_SCHEDULES = 16
 #: the unscheduled kernel runs at about 1 GFLOP/s; above this it is not timed
 MAX_UNSCHEDULED_GFLOP = 0.5
-#: the stage of a workload that its model never runs as a kernel (not a failure)
-NOT_EXECUTED = "not-executed"
 
 
 @dataclass
 class KernelSummary(CollectSummary):
-    """``done`` counts workloads timed; ``measurements`` the schedules timed in all."""
+    """``done`` counts workloads timed; ``measurements`` the schedules timed in all;
+    ``tuned`` the whole-model ``tuned`` records."""
 
     measurements: int = 0
+    tuned: CollectSummary = field(default_factory=CollectSummary)
 
     @property
     def rate_per_hour(self) -> float:
@@ -57,14 +59,22 @@ class KernelSummary(CollectSummary):
 
     def line(self) -> str:
         return (f"{self.measurements} kernel measurements ({self.rate_per_hour:.0f}/h); "
-                f"workloads: {super().line()}")
+                f"workloads: {super().line()}; whole-model tuned records: "
+                f"{self.tuned.line()}")
 
 
-def done_pairs(folder: Path) -> set[str]:
-    """``workload|hw_id`` pairs measured or failed already under ``folder``."""
-    if not folder.exists():
-        return set()
-    return {o["key"] for o in iter_lines(folder, kinds=("kernel_done", "kernel_failure"))}
+def done_pairs(folder: Path) -> tuple[set[str], set[str]]:
+    """``workload|hw_id`` pairs finished under ``folder``: all of them (measured, failed
+    or never executed), and those that count as covered for a ``tuned`` build
+    (measured, or never executed)."""
+    done: set[str] = set()
+    covered: set[str] = set()
+    if folder.exists():
+        for o in iter_lines(folder, kinds=("kernel_done", "kernel_failure")):
+            done.add(o["key"])
+            if o["kind"] == "kernel_done" or o["stage"] == NOT_EXECUTED:
+                covered.add(o["key"])
+    return done, covered
 
 
 class KernelCollector:
@@ -73,22 +83,30 @@ class KernelCollector:
     def __init__(self, out: str | Path, hw: Sequence[tuple[str, int]], *,
                  schedules: int = DEFAULT_SCHEDULES, settings: MeasureSettings | None = None,
                  max_unscheduled_gflop: float = MAX_UNSCHEDULED_GFLOP,
-                 shard_prefix: str | None = None) -> None:
+                 shard_prefix: str | None = None, tuned: bool = True) -> None:
         if schedules < 1:
             raise GnnperfError(f"--schedules must be at least 1, got {schedules}")
         self.folder = DatasetFolder.resolve(out).kernels
+        self.tuned = tuned
         self.schedules = schedules
         self.settings = settings or MeasureSettings(quiet_timeout_s=float("inf"))
         self.max_unscheduled_gflop = max_unscheduled_gflop
         self.isas: dict[str, list[int]] = {}
         for isa, threads in hw:
             self.isas.setdefault(isa, []).append(threads)
-        self.done = done_pairs(self.folder)
+        self.root = DatasetFolder.resolve(out)
+        self.done, self.covered = done_pairs(self.folder)
         self.workloads_written = {o["workload_id"] for o in iter_lines(
             self.folder, kinds=("kernel_workload",))} if self.folder.exists() else set()
+        self.models_written = {(o["model_id"], o["isa"]) for o in iter_lines(
+            self.folder, kinds=("kernel_model",))} if self.folder.exists() else set()
         host = socket.gethostname().split(".")[0] or "host"
         self.writer = ShardWriter(self.folder, shard_prefix or f"kernels-{host}")
         self.hw_specs: dict[tuple[str, int], HardwareSpec] = {}
+        #: per hardware id, the measured schedules as a MetaSchedule database, kept
+        #: current as records are written, and the collector of whole-model tuned records
+        self.databases: dict[str, Any] = {}
+        self.tuned_collectors: dict[str, Collector] = {}
         self.workers = WorkerPool()
         self.versions = package_versions()
 
@@ -96,12 +114,32 @@ class KernelCollector:
     def hw(self, isa: str, threads: int) -> HardwareSpec:
         if (isa, threads) not in self.hw_specs:
             spec = HardwareSpec.local(isa, threads)
-            self.hw_specs[(isa, threads)] = dataclasses.replace(spec, host=spec.cpu_id)
+            spec = self.hw_specs[(isa, threads)] = dataclasses.replace(spec, host=spec.cpu_id)
+            try:
+                self.databases[spec.hw_id] = tuned_database(self.root, spec.hw_id)
+            except DatasetError:  # nothing measured on it yet
+                from tvm.s_tir.meta_schedule.database import MemoryDatabase
+
+                self.databases[spec.hw_id] = MemoryDatabase()
         return self.hw_specs[(isa, threads)]
+
+    def tuned_collector(self, hw: HardwareSpec) -> Collector:
+        """Whole-model ``tuned`` records of ``hw``, into the dataset's record shards."""
+        if hw.hw_id not in self.tuned_collectors:
+            self.tuned_collectors[hw.hw_id] = Collector(
+                self.root.shards, [(hw.isa, hw.threads)], ["tuned"], settings=self.settings,
+                database=self.databases[hw.hw_id],
+                record_extra={"tuned": {"schedules_per_workload": self.schedules,
+                                        "rule": "fastest mean of the sampled schedules "
+                                                "measured alone (MetaSchedule top-1)"}},
+                shard_prefix=f"tuned-{socket.gethostname().split('.')[0] or 'host'}")
+        return self.tuned_collectors[hw.hw_id]
 
     def close(self) -> None:
         self.workers.close()
         self.writer.close()
+        for collector in self.tuned_collectors.values():
+            collector.close()
 
     # -- one model --------------------------------------------------------------------------
     def collect_model(self, spec: zoo.ModelSpec, summary: KernelSummary) -> None:
@@ -112,32 +150,45 @@ class KernelCollector:
                 mod = import_to_relax(load_onnx(zoo.export_onnx(spec)))
                 lowered = lower(mod, hws[0].target(), "sampled:0")
                 workloads = model_workloads(lowered)
-                self.writer.append({
-                    "kind": "kernel_model", "model_id": spec.model_id, "model": spec.to_dict(),
-                    "isa": isa, "kernels": {w.name: w.workload_id for w in workloads}})
+                if (spec.model_id, isa) not in self.models_written:
+                    self.writer.append({
+                        "kind": "kernel_model", "model_id": spec.model_id,
+                        "model": spec.to_dict(), "isa": isa,
+                        "kernels": {w.name: w.workload_id for w in workloads}})
+                    self.models_written.add((spec.model_id, isa))
                 todo = [w for w in workloads
                         if any(f"{w.workload_id}|{h.hw_id}" not in self.done for h in hws)]
                 summary.skipped += len(workloads) - len(todo)
-                if not todo:
-                    continue
-                stage = "capture"
-                with tempfile.TemporaryDirectory(prefix="gnnperf-kernels-") as tmp:
-                    lib = export_executable(compile_lowered(lowered), Path(tmp) / "model.so")
-                    inputs = Path(tmp) / "inputs.npz"
-                    arrays = make_inputs(dict(spec.inputs), seed=spec.seed)
-                    np.savez(inputs, **{f"arg{i}": a for i, a in enumerate(arrays)})
-                    wait_for_quiet(self.settings.max_other_load, None)
-                    captured = set(capture_kernel_inputs(lib, inputs, Path(tmp) / "args",
-                                                         self.workers.get(threads_list[-1]),
-                                                         self.settings))
-                    for w in todo:
-                        self.collect_workload(w, spec, hws, Path(tmp) / "args", captured,
-                                              summary)
+                if todo:
+                    stage = "capture"
+                    self._time_workloads(spec, lowered, todo, hws, summary)
+                if self.tuned:
+                    # the model as a tuned build, once every kernel of it has its schedules
+                    stage = "tuned"
+                    for h in hws:
+                        if all(f"{w.workload_id}|{h.hw_id}" in self.covered for w in workloads):
+                            self.tuned_collector(h).run_model(spec, summary.tuned,
+                                                              tqdm(disable=True))
             except Exception as exc:
                 summary.failed += 1
                 summary.failures[stage] += 1
                 self.writer.append({"kind": "kernel_model_failure", "model_id": spec.model_id,
                                     "isa": isa, "stage": stage, "reason": one_line(exc, 300)})
+
+    def _time_workloads(self, spec: zoo.ModelSpec, lowered: Any, todo: list[KernelWorkload],
+                        hws: list[HardwareSpec], summary: KernelSummary) -> None:
+        """Capture the model's kernel inputs in one run, then time each workload's schedules."""
+        with tempfile.TemporaryDirectory(prefix="gnnperf-kernels-") as tmp:
+            lib = export_executable(compile_lowered(lowered), Path(tmp) / "model.so")
+            inputs = Path(tmp) / "inputs.npz"
+            arrays = make_inputs(dict(spec.inputs), seed=spec.seed)
+            np.savez(inputs, **{f"arg{i}": a for i, a in enumerate(arrays)})
+            wait_for_quiet(self.settings.max_other_load, None)
+            captured = set(capture_kernel_inputs(lib, inputs, Path(tmp) / "args",
+                                                 self.workers.get(hws[-1].threads),
+                                                 self.settings))
+            for w in todo:
+                self.collect_workload(w, spec, hws, Path(tmp) / "args", captured, summary)
 
     def collect_workload(self, w: KernelWorkload, spec: zoo.ModelSpec,
                          hws: Sequence[HardwareSpec], args_dir: Path, captured: set[str],
@@ -195,6 +246,7 @@ class KernelCollector:
                         "sample_s": round(sample_s, 3), "compile_s": round(compile_s, 3),
                         "measure_s": round(time.perf_counter() - start, 3)})
                     self.done.add(f"{w.workload_id}|{h.hw_id}")
+                    self.covered.add(f"{w.workload_id}|{h.hw_id}")
                     summary.measurements += len(cands)
             summary.done += 1
         except Exception as exc:
@@ -210,9 +262,14 @@ class KernelCollector:
         from tvm.s_tir.meta_schedule.arg_info import ArgInfo
         from tvm.s_tir.meta_schedule.database import TuningRecord, Workload
 
-        record = TuningRecord(cand.trace, Workload(w.module()),
-                              [v / 1e3 for v in timing.stats.samples_ms], hw.target(),
+        run_secs = [v / 1e3 for v in timing.stats.samples_ms]
+        record = TuningRecord(cand.trace, Workload(w.module()), run_secs, hw.target(),
                               ArgInfo.from_prim_func(w.func))
+        if cand.seeds:  # the tuned build's database learns of it at once
+            db = self.databases[hw.hw_id]
+            db.commit_tuning_record(TuningRecord(cand.trace, db.commit_workload(w.module()),
+                                                 run_secs, hw.target(),
+                                                 ArgInfo.from_prim_func(w.func)))
         cand_id = f"{int(tvm_ffi.structural_hash(cand.func)) & 0xFFFFFFFFFFFF:012x}"
         self.writer.append({
             "kind": "kernel_record", "key": f"{w.workload_id}|{hw.hw_id}|{cand_id}",

@@ -15,7 +15,7 @@ from ..cpu_identity import signature_of_hw
 from ..dataset_folder import DatasetFolder
 from ..errors import DatasetError
 from ..shards import iter_lines
-from .collector import NOT_EXECUTED
+from .workloads import NOT_EXECUTED
 
 
 def _kernels_folder(root: str | os.PathLike[str] | DatasetFolder | None) -> Path:
@@ -69,38 +69,61 @@ def kernel_stats(root: str | os.PathLike[str] | DatasetFolder | None = None) -> 
     }
 
 
+def _fill(db: Any, root: str | os.PathLike[str] | DatasetFolder | None, hw_id: str) -> int:
+    """Commit the sampled schedules of ``hw_id`` (workloads and tuning records) to ``db``.
+
+    The unscheduled kernel's timings are the baseline, not a tuning record: MetaSchedule's
+    search never proposes it, so it is left out. Returns the records committed.
+    """
+    from tvm.s_tir.meta_schedule.database import TuningRecord, Workload
+
+    folder = _kernels_folder(root)
+    workloads = {o["workload_id"]: o["ms_workload"]
+                 for o in iter_lines(folder, kinds=("kernel_workload",))} \
+        if folder.exists() else {}
+    committed: dict[str, Any] = {}
+    n = 0
+    for rec in kernel_records(root, hw_id):
+        if rec["schedule"] == "unscheduled":
+            continue
+        wid = rec["workload_id"]
+        if wid not in committed:
+            committed[wid] = db.commit_workload(Workload.from_json(workloads[wid]).mod)
+        db.commit_tuning_record(TuningRecord.from_json(rec["ms_record"], committed[wid]))
+        n += 1
+    if not n:
+        raise DatasetError(f"no kernel records of hardware '{hw_id}' under {folder}")
+    return n
+
+
+def tuned_database(root: str | os.PathLike[str] | DatasetFolder | None, hw_id: str) -> Any:
+    """An in-memory MetaSchedule database of ``hw_id``'s measured schedules: what the
+    ``tuned`` build applies (MetaSchedule ranks a workload's records by mean run time)."""
+    from tvm.s_tir.meta_schedule.database import MemoryDatabase
+
+    db = MemoryDatabase()
+    _fill(db, root, hw_id)
+    return db
+
+
 def export_database(root: str | os.PathLike[str] | DatasetFolder | None, hw_id: str,
                     out: str | os.PathLike[str]) -> Path:
     """Write the sampled schedules of ``hw_id`` as a MetaSchedule ``JSONDatabase``
     (``database_workload.json``, ``database_tuning_record.json`` in ``out``).
 
     ``relax.transform.MetaScheduleApplyDatabase`` then schedules a model's kernels with
-    the fastest measured schedule of each (MetaSchedule ranks by mean run time). The
-    unscheduled kernel's timings are the baseline, not a tuning record: MetaSchedule's
-    search never proposes it, so it is left out. The folder is written beside ``out`` and
+    the fastest measured schedule of each. The folder is written beside ``out`` and
     renamed into place, so a failed export leaves no half database.
     """
-    from tvm.s_tir.meta_schedule.database import JSONDatabase, TuningRecord, Workload
+    from tvm.s_tir.meta_schedule.database import JSONDatabase
 
-    folder = _kernels_folder(root)
-    workloads = {o["workload_id"]: o["ms_workload"]
-                 for o in iter_lines(folder, kinds=("kernel_workload",))} \
-        if folder.exists() else {}
-    records = [r for r in kernel_records(root, hw_id) if r["schedule"] != "unscheduled"]
-    if not records:
-        raise DatasetError(f"no kernel records of hardware '{hw_id}' under {folder}")
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     try:
-        db = JSONDatabase(str(tmp / "database_workload.json"),
-                          str(tmp / "database_tuning_record.json"), allow_missing=True)
-        committed: dict[str, Any] = {}
-        for rec in records:
-            wid = rec["workload_id"]
-            if wid not in committed:
-                committed[wid] = db.commit_workload(Workload.from_json(workloads[wid]).mod)
-            db.commit_tuning_record(TuningRecord.from_json(rec["ms_record"], committed[wid]))
+        _fill(JSONDatabase(str(tmp / "database_workload.json"),
+                           str(tmp / "database_tuning_record.json"), allow_missing=True),
+              root, hw_id)
         if out.exists():
             shutil.rmtree(out)
         os.replace(tmp, out)

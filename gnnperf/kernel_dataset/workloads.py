@@ -11,6 +11,9 @@ from tvm import tirx
 from ..builds import kernel_hash, sample_traced_schedule
 from ..lowering import LoweredModel
 
+#: the stage of a workload that its model never runs as a kernel (not a failure)
+NOT_EXECUTED = "not-executed"
+
 
 @dataclass(frozen=True)
 class KernelWorkload:
