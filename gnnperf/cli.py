@@ -244,7 +244,11 @@ def cmd_dataset_stats(args: argparse.Namespace) -> int:
         print(f"kernel dataset: {stats['kernel_measurements']} measurements of "
               f"{stats['kernel_workloads']} workloads, median "
               f"{stats['schedules_per_workload_median']:g} sampled schedules per workload, "
-              f"{stats['kernel_cpus']} CPU(s), {stats['kernel_failures']} failures")
+              f"{stats['kernel_cpus']} CPU(s), {stats['kernel_failures']} failures, "
+              f"{stats['kernel_measurements_per_hour'] or 0} measurements/h")
+        for cpu, f in stats["kernel_noise_floor_by_cpu"].items():
+            print(f"kernel-time noise floor on {cpu}: {f['mape']:.2f}% MAPE over "
+                  f"{f['pairs']} pairs")
     return 0
 
 
@@ -254,9 +258,15 @@ def cmd_dataset_remeasure(args: argparse.Namespace) -> int:
     from .measure import MeasureSettings
 
     root = args.root or default_root()
-    summary = remeasure(root, args.count, seed=args.seed, min_age_s=args.min_age_minutes * 60,
-                        settings=MeasureSettings.waiting_at_most(args.quiet_timeout,
-                                                                 **_slowdown_override(args)))
+    settings = MeasureSettings.waiting_at_most(args.quiet_timeout, **_slowdown_override(args))
+    if args.kernels:
+        from .kernel_dataset import remeasure_kernels
+
+        summary = remeasure_kernels(root, args.count, seed=args.seed,
+                                    min_age_s=args.min_age_minutes * 60, settings=settings)
+    else:
+        summary = remeasure(root, args.count, seed=args.seed,
+                            min_age_s=args.min_age_minutes * 60, settings=settings)
     print(summary.line())
     return 1 if summary.all_failed else 0
 
@@ -496,6 +506,9 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--min-age-minutes", type=float, default=30.0,
                    help="re-measure only records at least this old, so the two measurements "
                         "of a pair see different host states (default 30)")
+    q.add_argument("--kernels", action="store_true",
+                   help="the kernel dataset instead: COUNT random (workload, hardware) pairs, "
+                        "all their schedules timed again (kernel_noise_floor_by_cpu)")
     _add_max_slowdown(q)
     q.set_defaults(func=cmd_dataset_remeasure)
 

@@ -186,3 +186,26 @@ def test_measure_and_predict_a_tuned_build_from_the_command_line(
     # a machine with no measured schedules is told so in one line
     assert main(["measure", str(model), "--build", "tuned", "--root", str(tmp_path)]) == 2
     assert "no kernel records" in capsys.readouterr().err
+
+
+def test_kernel_timings_are_measured_again_for_the_noise_floor(kernel_root: Path,
+                                                               tmp_path: Path) -> None:
+    import shutil
+
+    from gnnperf.kernel_dataset import kernel_noise_floor_by_cpu, remeasure_kernels
+
+    root = tmp_path / "copy"
+    shutil.copytree(kernel_root / "kernels", root / "kernels")
+    summary = remeasure_kernels(root, 2, min_age_s=0.0, settings=TINY)
+    assert summary.failed == 0 and summary.done > 0
+    again = list(iter_lines(root / "noise", kinds=("kernel_remeasure",)))
+    assert len(again) == summary.done
+    keys = {r["key"] for r in kernel_records(root)}
+    assert {a["key"] for a in again} <= keys
+    assert len({a["key"].rsplit("|", 1)[0] for a in again}) == 2  # two (workload, hw) pairs
+    cpu = HardwareSpec.local(measure=False).cpu_id
+    floor = kernel_noise_floor_by_cpu(root)
+    assert floor[cpu]["pairs"] == summary.done and floor[cpu]["mape"] >= 0
+    assert kernel_stats(root)["kernel_noise_floor_by_cpu"] == floor
+    # records younger than the minimum age are left alone
+    assert remeasure_kernels(root, 2, min_age_s=3600.0, settings=TINY).done == 0

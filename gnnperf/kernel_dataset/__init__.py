@@ -14,14 +14,23 @@ in crash-safe shards under ``DIR/kernels``. :func:`export_database` writes a
 
 - :mod:`.workloads`: the distinct kernels of a lowered model, as MetaSchedule workloads;
 - :mod:`.collector`: sample, compile, time and store (resumable);
-- :mod:`.database`: read the shards back, export a MetaSchedule database, statistics.
+- :mod:`.database`: read the shards back, export a MetaSchedule database, statistics;
+- :mod:`.noise`: the A/A re-measurements behind the kernel-time noise floor.
 """
 
 from __future__ import annotations
 
 from .collector import KernelCollector, collect_kernels
-from .database import export_database, kernel_records, kernel_stats, tuned_database
+from .database import (
+    export_database,
+    kernel_noise_floor_by_cpu,
+    kernel_records,
+    kernel_stats,
+    tuned_database,
+)
+from .noise import remeasure_kernels
 from .workloads import KernelWorkload, model_workloads
 
 __all__ = ["KernelCollector", "KernelWorkload", "collect_kernels", "export_database",
-           "kernel_records", "kernel_stats", "model_workloads", "tuned_database"]
+           "kernel_noise_floor_by_cpu", "kernel_records", "kernel_stats", "model_workloads",
+           "remeasure_kernels", "tuned_database"]

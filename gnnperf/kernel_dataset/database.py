@@ -7,9 +7,11 @@ import shutil
 import statistics
 import tempfile
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from ..cpu_identity import signature_of_hw
 from ..dataset_folder import DatasetFolder
@@ -56,6 +58,17 @@ def kernel_stats(root: str | os.PathLike[str] | DatasetFolder | None = None) -> 
         if folder.exists() else Counter()
     not_executed = stages.pop(NOT_EXECUTED, 0)
     counts = [len(sampled.get(w, ())) for w in workloads]
+    # cost: sampling and compiling once per workload, timing once per hardware config
+    timed = cost_s = 0.0
+    seen: set[str] = set()
+    for done in (iter_lines(folder, kinds=("kernel_done",)) if folder.exists() else ()):
+        wid = done["key"].split("|", 1)[0]
+        if "measure_s" not in done or "sample_s" not in done:
+            continue
+        timed += done["candidates"]
+        cost_s += done["measure_s"] + (0.0 if wid in seen else
+                                       done["sample_s"] + done["compile_s"])
+        seen.add(wid)
     return {
         "kernel_measurements": measurements,
         "kernel_workloads": len(workloads),
@@ -66,6 +79,8 @@ def kernel_stats(root: str | os.PathLike[str] | DatasetFolder | None = None) -> 
         "kernel_failures": sum(stages.values()),
         "kernel_failures_by_stage": dict(stages),
         "kernel_workloads_not_executed": not_executed,
+        "kernel_measurements_per_hour": round(timed / cost_s * 3600) if cost_s else None,
+        "kernel_noise_floor_by_cpu": kernel_noise_floor_by_cpu(root),
     }
 
 
@@ -131,3 +146,24 @@ def export_database(root: str | os.PathLike[str] | DatasetFolder | None, hw_id: 
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
+
+
+def kernel_noise_floor_by_cpu(root: str | os.PathLike[str] | DatasetFolder | None
+                              ) -> dict[str, dict[str, Any]]:
+    """Per CPU signature: A/A pairs of kernel timings and their MAPE (median vs median)."""
+    folder = DatasetFolder.resolve(root)
+    if not folder.noise.exists():
+        return {}
+    again = {o["key"]: o for o in iter_lines(folder.noise, kinds=("kernel_remeasure",))}
+    errors: dict[str, list[float]] = defaultdict(list)
+    for rec in _records_with(folder, again):
+        first = float(rec["latency"]["median_ms"])
+        second = float(again[rec["key"]]["latency"]["median_ms"])
+        errors[signature_of_hw(rec["hw"]).id].append(abs(second / first - 1.0))
+    return {cpu: {"pairs": len(e), "mape": round(float(np.mean(e)) * 100, 3),
+                  "mape_median": round(float(np.median(e)) * 100, 3)}
+            for cpu, e in sorted(errors.items())}
+
+
+def _records_with(folder: DatasetFolder, again: dict[str, Any]) -> Iterable[dict[str, Any]]:
+    return (rec for rec in kernel_records(folder) if rec["key"] in again)

@@ -1,0 +1,126 @@
+"""The kernel-time noise floor: measured schedules timed again, later, from scratch (A/A).
+
+Random (workload, hardware) pairs of this CPU, at least ``min_age_s`` old, are timed
+again the way the collector timed them: the source model is lowered and run anew to
+capture the kernel's inputs, each stored trace is replayed on the stored workload (so
+the programs are those timed the first time), all are compiled into a fresh library
+and timed in a fresh worker under measurement v2. The re-measurements go to
+``DIR/noise`` as ``kernel_remeasure`` lines; :func:`.database.kernel_noise_floor_by_cpu`
+compares them with the first timings.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tvm
+
+from .. import zoo
+from ..collect import CollectSummary
+from ..cpu_identity import signature_of_hw
+from ..dataset_folder import DatasetFolder
+from ..errors import one_line
+from ..hardware import HardwareSpec
+from ..lowering import compile_lowered, export_executable, lower
+from ..measure import MeasureSettings, WorkerPool, make_inputs
+from ..measure.local import capture_kernel_inputs, time_funcs
+from ..measure.reference import reference_library
+from ..onnx_import import import_to_relax, load_onnx
+from ..shards import ShardWriter, iter_lines
+from .database import kernel_records
+
+
+def _programs(recs: list[dict[str, Any]], workload_json: Any) -> list[Any]:
+    """The PrimFunc each record timed, rebuilt by replaying its trace on its workload."""
+    from tvm.s_tir.meta_schedule.database import TuningRecord, Workload
+
+    workload = Workload.from_json(workload_json)
+    return [TuningRecord.from_json(r["ms_record"], workload).as_measure_candidate().sch
+            .mod["main"] for r in recs]
+
+
+def remeasure_kernels(root: str | os.PathLike[str] | DatasetFolder | None, count: int, *,
+                      seed: int = 0, min_age_s: float = 1800.0,
+                      settings: MeasureSettings | None = None) -> CollectSummary:
+    """Time ``count`` random (workload, hardware) pairs of this CPU again (all their
+    schedules) into the folder's ``noise/``; ``done`` counts schedules re-timed."""
+    folder = DatasetFolder.resolve(root)
+    settings = settings or MeasureSettings(quiet_timeout_s=float("inf"))
+    cpu = HardwareSpec.local(measure=False).cpu_id
+    now = time.time()
+    pairs: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for rec in kernel_records(folder):
+        if signature_of_hw(rec["hw"]).id == cpu:
+            pairs[(rec["workload_id"], rec["hw_id"])].append(rec)
+    eligible = sorted(k for k, recs in pairs.items()
+                      if now - max(r["created_at"] for r in recs) >= min_age_s)
+    chosen = random.Random(seed).sample(eligible, min(count, len(eligible)))
+    workloads = {o["workload_id"]: o["ms_workload"]
+                 for o in iter_lines(folder.kernels, kinds=("kernel_workload",))}
+    by_model: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for key in chosen:
+        by_model[pairs[key][0]["model_id"]].append(key)
+    models = {o["model_id"]: o["model"]
+              for o in iter_lines(folder.kernels, kinds=("kernel_model",))}
+    summary = CollectSummary()
+    start = time.time()
+    writer = ShardWriter(folder.noise, "kernel-noise")
+    workers = WorkerPool()  # fresh worker processes for this run
+    try:
+        for model_id, keys in by_model.items():
+            spec = zoo.ModelSpec.from_dict(models[model_id])
+            try:
+                _remeasure_model(spec, [pairs[k] for k in keys], workloads, writer, workers,
+                                 settings, summary)
+            except Exception as exc:
+                summary.failed += sum(len(pairs[k]) for k in keys)
+                summary.failures[type(exc).__name__] += 1
+                writer.append({"kind": "kernel_remeasure_failure", "model_id": model_id,
+                               "reason": one_line(exc, 300), "created_at": time.time()})
+    finally:
+        workers.close()
+        writer.close()
+    summary.seconds = time.time() - start
+    return summary
+
+
+def _remeasure_model(spec: zoo.ModelSpec, groups: list[list[dict[str, Any]]],
+                     workloads: dict[str, Any], writer: ShardWriter, workers: WorkerPool,
+                     settings: MeasureSettings, summary: CollectSummary) -> None:
+    """Capture ``spec``'s kernel inputs once, then time each group's schedules again."""
+    first = HardwareSpec.from_dict(groups[0][0]["hw"])
+    lowered = lower(import_to_relax(load_onnx(zoo.export_onnx(spec))), first.target(),
+                    "sampled:0")
+    with tempfile.TemporaryDirectory(prefix="gnnperf-kernel-noise-") as tmp:
+        lib = export_executable(compile_lowered(lowered), Path(tmp) / "model.so")
+        inputs = Path(tmp) / "inputs.npz"
+        arrays = make_inputs(dict(spec.inputs), seed=spec.seed)
+        np.savez(inputs, **{f"arg{i}": a for i, a in enumerate(arrays)})
+        capture_kernel_inputs(lib, inputs, Path(tmp) / "args", workers.get(first.threads),
+                              settings)
+        for j, recs in enumerate(groups):
+            hw = HardwareSpec.from_dict(recs[0]["hw"])
+            names = [f"cand{k}" for k in range(len(recs))]
+            mod = tvm.IRModule({n: f.with_attr("global_symbol", n)
+                                for n, f in zip(names, _programs(
+                                    recs, workloads[recs[0]["workload_id"]]), strict=True)})
+            cands = Path(tmp) / f"cands{j}.so"
+            tvm.compile(mod, hw.target()).export_library(str(cands))
+            batch = time_funcs(cands, dict.fromkeys(names, Path(tmp) / "args" /
+                                                    f"{recs[0]['kernel']}.npz"),
+                               workers.get(hw.threads), settings=settings,
+                               reference=reference_library(hw))
+            for rec, timing in zip(recs, batch.timings, strict=True):
+                writer.append({"kind": "kernel_remeasure", "key": rec["key"],
+                               "latency": timing.stats.label(), "slowdown": timing.slowdown,
+                               "reference": batch.reference, "other_load": batch.other_load,
+                               "first_created_at": rec["created_at"],
+                               "created_at": time.time()})
+                summary.done += 1
