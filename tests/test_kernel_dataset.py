@@ -52,6 +52,8 @@ def test_each_workload_gets_its_unscheduled_kernel_and_distinct_schedules(
             # measurement v2: the machine's state beside every timing
             assert set(r["reference"]) == {"gemm", "stream", "chain"}
             assert 0 <= r["other_load"] and r["attempts"] >= 1
+            # our features of the program timed, beside MetaSchedule's record of it
+            assert r["features"]["loops"] and len(r["features"]["ms_features"]) == 164
     done = list(iter_lines(kernel_root / "kernels", kinds=("kernel_done",)))
     assert {d["key"].split("|")[0] for d in done} == set(by_workload)
     # every kernel of the model is mapped to its workload, and each workload is timed

@@ -218,6 +218,8 @@ class KernelCollector:
                 w, target, self.schedules, unscheduled=gflop <= self.max_unscheduled_gflop)
             if not cands:
                 raise GnnperfError("no schedule could be drawn")
+            # our features of each timed program (TIR analyses, TVM's PerStoreFeature)
+            features = [_features(c, target) for c in cands]
             stage = "compile"
             sample_s = time.perf_counter() - started
             with tempfile.TemporaryDirectory(prefix="gnnperf-cands-") as tmp:
@@ -236,8 +238,8 @@ class KernelCollector:
                         lib, dict.fromkeys(names, args), self.workers.get(h.threads),
                         settings=self.settings, reference=reference_library(h),
                         seed=int(w.workload_id, 16) % 2**31)
-                    for cand, timing in zip(cands, batch.timings, strict=True):
-                        self._record(w, h, cand, timing, batch, spec, gflop)
+                    for cand, timing, feats in zip(cands, batch.timings, features, strict=True):
+                        self._record(w, h, cand, timing, batch, spec, gflop, feats)
                     self.writer.append({
                         "kind": "kernel_done", "key": f"{w.workload_id}|{h.hw_id}",
                         "candidates": len(cands), "schedules_drawn": self.schedules,
@@ -257,7 +259,8 @@ class KernelCollector:
             summary.failures[stage] += 1
 
     def _record(self, w: KernelWorkload, hw: HardwareSpec, cand: Candidate, timing: FuncTiming,
-                batch: FuncBatch, spec: zoo.ModelSpec, gflop: float) -> None:
+                batch: FuncBatch, spec: zoo.ModelSpec, gflop: float,
+                features: dict[str, Any]) -> None:
         import tvm_ffi
         from tvm.s_tir.meta_schedule.arg_info import ArgInfo
         from tvm.s_tir.meta_schedule.database import TuningRecord, Workload
@@ -278,7 +281,8 @@ class KernelCollector:
             "latency": timing.stats.label(), "slowdown": timing.slowdown,
             "tries": timing.tries, "reference": batch.reference,
             "other_load": batch.other_load, "attempts": batch.attempts, "gflop": gflop,
-            "model_id": spec.model_id, "kernel": w.name, "settings": self.settings.to_dict(),
+            "model_id": spec.model_id, "kernel": w.name, "features": features,
+            "settings": self.settings.to_dict(),
             "versions": self.versions, "created_at": time.time()})
 
     def _fail(self, w: KernelWorkload, hw: HardwareSpec, stage: str, reason: str) -> None:
@@ -286,6 +290,14 @@ class KernelCollector:
                             "workload_id": w.workload_id, "hw_id": hw.hw_id, "stage": stage,
                             "reason": reason, "created_at": time.time()})
         self.done.add(f"{w.workload_id}|{hw.hw_id}")
+
+
+def _features(cand: Candidate, target: tvm.target.Target) -> dict[str, Any]:
+    from ..features import kernel_statics
+
+    statics = kernel_statics(cand.func, target)
+    return {"flops": statics.flops, "loops": statics.loops,
+            "ms_features": statics.ms_features, "missing": statics.missing}
 
 
 def _gflop(w: KernelWorkload, target: tvm.target.Target) -> float:
