@@ -7,15 +7,16 @@
 #       --hw x86-64-v2:1,x86-64-v2:2,x86-64-v3:1,x86-64-v3:2 --build default,sampled:0
 #   scripts/collect_and_commit.sh --kernels 15 -- --out datasets --families all --count 4
 #
-# With --kernels it runs `gnnperf collect-kernels` and commits datasets/kernels. Only that
-# folder is committed (`git commit --only`), never other staged work.
+# With --kernels it runs `gnnperf collect-kernels` and commits datasets/kernels, and
+# datasets/shards for the whole-model tuned records it adds. Only those folders are
+# committed (`git commit --only`), never other staged work.
 set -u
 command=collect
 folder=datasets/shards
 count_key=records
 if [ "${1:-}" = "--kernels" ]; then
     command=collect-kernels
-    folder=datasets/kernels
+    folder="datasets/kernels datasets/shards"
     count_key=kernel_measurements
     shift
 fi
@@ -26,11 +27,12 @@ cd "$(git rev-parse --show-toplevel)" || exit 1
 python -m gnnperf "$command" "$@" > "/tmp/gnnperf-$command.log" 2>&1 &
 collector=$!
 commit_shards() {
-    git add "$folder" 2>/dev/null
-    if ! git diff --cached --quiet -- "$folder"; then
+    # shellcheck disable=SC2086  # $folder lists one or two paths
+    git add $folder 2>/dev/null
+    if ! git diff --cached --quiet -- $folder; then
         n=$(python -m gnnperf dataset stats --json 2>/dev/null | python -c \
             "import json,sys; print(json.load(sys.stdin)['$count_key'])" 2>/dev/null || echo "?")
-        git commit -q --only "$folder" -m "Dataset: $folder ($n $count_key)"
+        git commit -q --only $folder -m "Dataset: $folder ($n $count_key)"
     fi
 }
 while kill -0 "$collector" 2>/dev/null; do
