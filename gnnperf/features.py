@@ -31,6 +31,7 @@ import tvm
 from tvm import relax, tirx
 
 from .builds import kernel_hash, tune_context
+from .feature_cache import default_cache, target_key
 from .lowering import OP_PATTERNS, LoweredModel
 
 #: Builtins that do no tensor work: allocation, checks and liveness bookkeeping.
@@ -290,8 +291,13 @@ def kernel_statics(func: tirx.PrimFunc, target: tvm.target.Target,
 
     TVM's analyses raise on kernels they cannot parse (a scan such as ``cumsum`` or
     ``topk`` has no root block for the schedule to get); such a kernel still runs, so it
-    still gets a node, with zeros and a flag instead of the figures.
+    still gets a node, with zeros and a flag instead of the figures. Results are kept in
+    the feature cache (:mod:`gnnperf.feature_cache`), so a kernel is analysed once.
     """
+    cache = default_cache()
+    key = f"{kernel_hash(func):016x}|{target_key(target)}|{int(ms_features)}"
+    if cache is not None and (hit := cache.get("kernel", key)) is not None:
+        return KernelStatics(**hit)
     missing: list[str] = []
 
     def attempt(name: str, analysis: Any, empty: Any) -> Any:
@@ -305,7 +311,10 @@ def kernel_statics(func: tirx.PrimFunc, target: tvm.target.Target,
     loops = attempt("loops", lambda: loop_features(func), {})
     msf = attempt("ms_features", lambda: ms_store_features(func, target), []) \
         if ms_features else []
-    return KernelStatics(flops, loops, msf, f"{kernel_hash(func):016x}", missing)
+    statics = KernelStatics(flops, loops, msf, f"{kernel_hash(func):016x}", missing)
+    if cache is not None:
+        cache.put("kernel", key, asdict(statics))
+    return statics
 
 
 # -- graph extraction -----------------------------------------------------------------------

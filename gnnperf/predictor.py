@@ -7,26 +7,32 @@ nothing is compiled or executed.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import os
 import time
 import warnings
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
+from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
 import onnx
 import torch
 from torch_geometric.data import Batch
+from tqdm import tqdm
 
 from .builds import BuildConfig
 from .data import graph_to_data
 from .errors import BuildConfigError
+from .feature_cache import default_cache, target_key
 from .features import KernelGraph, extract_graph
 from .hardware import FEATURE_NAMES as HW_FEATURE_NAMES
-from .hardware import ISA_LEVELS, HardwareSpec, supported_isas
+from .hardware import ISA_LEVELS, HardwareSpec, available_cores, supported_isas
 from .lowering import lower_onnx
 from .model import EnsembleGNN
 from .training import interval_ms, load_checkpoint, model_from_checkpoint
@@ -190,7 +196,29 @@ def lower_for_prediction(
     build: str,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
 ) -> KernelGraph:
-    return extract_graph(lower_onnx(model, hw, build, input_shapes))
+    """The kernel graph of ``model`` for ``hw``'s target and ``build``, from the feature
+    cache when this model was lowered for this target before (any thread count)."""
+    cache = default_cache()
+    key = None
+    if cache is not None:
+        key = _graph_key(model, hw, build, input_shapes)
+        hit = cache.get("graph", key)
+        if hit is not None:
+            return KernelGraph.from_dict(hit)
+    graph = extract_graph(lower_onnx(model, hw, build, input_shapes))
+    if cache is not None and key is not None:
+        cache.put("graph", key, graph.to_dict())
+    return graph
+
+
+def _graph_key(model: str | os.PathLike[str] | onnx.ModelProto, hw: HardwareSpec, build: str,
+               input_shapes: Mapping[str, Sequence[int]] | None) -> str:
+    """What determines a model's kernel graph: its bytes, shapes, build and target."""
+    data = (model.SerializeToString() if isinstance(model, onnx.ModelProto)
+            else Path(model).read_bytes() if Path(model).is_file() else b"")
+    shapes = json.dumps({k: list(v) for k, v in (input_shapes or {}).items()}, sort_keys=True)
+    return "|".join([hashlib.sha256(data).hexdigest(), shapes, build,
+                     target_key(hw.target_dict())])
 
 
 def predict(
@@ -221,8 +249,13 @@ def predict_many(
     hw: HardwareSpec | dict[str, Any] | str = "local",
     build: str = "default",
     checkpoint: str | os.PathLike[str] | None = None,
+    *,
+    workers: int | None = None,
+    progress: bool = False,
 ) -> list[Prediction]:
-    """Predict a batch; already-lowered :class:`KernelGraph` items skip lowering."""
+    """Predict a batch, in input order; already-lowered :class:`KernelGraph` items skip
+    lowering. The others are lowered by ``workers`` processes (default: one per core,
+    serial for a single model) sharing the feature cache; ``progress`` shows a tqdm bar."""
     build = str(BuildConfig.parse(build))
     predictor = _predictor(checkpoint)
     spec = predictor.hardware(hw)
@@ -230,6 +263,29 @@ def predict_many(
         if isinstance(m, KernelGraph) and m.build != build:
             raise BuildConfigError(f"a graph lowered for build '{m.build}' was passed to "
                                    f"predict_many(build='{build}')")
-    graphs = [m if isinstance(m, KernelGraph) else lower_for_prediction(m, spec, build)
-              for m in models]
-    return predictor.predict_graphs([(g, spec) for g in graphs])
+    todo = [i for i, m in enumerate(models) if not isinstance(m, KernelGraph)]
+    graphs: list[KernelGraph | None] = [m if isinstance(m, KernelGraph) else None
+                                        for m in models]
+    n_workers = min(workers or available_cores(), len(todo))
+    bar = tqdm(total=len(todo), desc="lower", unit="model", disable=not progress)
+    if n_workers <= 1:
+        for i in todo:
+            graphs[i] = lower_for_prediction(models[i], spec, build)  # type: ignore[arg-type]
+            bar.update()
+    else:
+        sources = [models[i] if isinstance(models[i], onnx.ModelProto) else str(models[i])
+                   for i in todo]
+        with ProcessPoolExecutor(n_workers, mp_context=get_context("spawn")) as pool:
+            futures = {pool.submit(_lower_in_worker, src, spec.to_dict(), build): i
+                       for i, src in zip(todo, sources, strict=True)}
+            for future in as_completed(futures):
+                graphs[futures[future]] = KernelGraph.from_dict(future.result())
+                bar.update()
+    bar.close()
+    return predictor.predict_graphs([(g, spec) for g in graphs if g is not None])
+
+
+def _lower_in_worker(model: str | onnx.ModelProto, hw: dict[str, Any], build: str
+                     ) -> dict[str, Any]:
+    """One model's kernel graph, in a pool process (a dict crosses the process boundary)."""
+    return lower_for_prediction(model, HardwareSpec.from_dict(hw), build).to_dict()

@@ -1,0 +1,105 @@
+"""The feature cache: reuse across calls and processes, bounded, versioned, and invisible
+in the predictions."""
+
+from __future__ import annotations
+
+import warnings
+from multiprocessing import get_context
+from pathlib import Path
+
+import pytest
+
+from gnnperf import feature_cache, zoo
+from gnnperf.feature_cache import FeatureCache
+from gnnperf.hardware import HardwareSpec
+from gnnperf.predictor import lower_for_prediction, predict, predict_many
+
+
+def _write_many(path: str, start: int) -> None:
+    cache = FeatureCache(path)
+    for i in range(start, start + 150):
+        cache.put("t", f"k{i}", {"i": i})
+
+
+def test_values_round_trip_and_processes_write_at_once(tmp_path: Path) -> None:
+    path = str(tmp_path / "c.sqlite")
+    cache = FeatureCache(path)
+    assert cache.get("t", "k") is None
+    cache.put("t", "k", {"x": [1.5, 2.0], "s": "a"})
+    assert cache.get("t", "k") == {"x": [1.5, 2.0], "s": "a"}
+    assert cache.get("other", "k") is None  # tables are apart
+    procs = [get_context("spawn").Process(target=_write_many, args=(path, s))
+             for s in (0, 1000, 2000)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    assert all(cache.get("t", f"k{s + 149}") == {"i": s + 149} for s in (0, 1000, 2000))
+    assert len(cache) == 451
+
+
+def test_the_cache_is_bounded_and_forgets_the_least_recently_used(tmp_path: Path) -> None:
+    cache = FeatureCache(tmp_path / "c.sqlite", max_entries=10)
+    for i in range(15):
+        cache.put("t", f"k{i}", i)
+    cache.get("t", "k0")  # used again: kept
+    cache.prune()
+    assert len(cache) == 10
+    assert cache.get("t", "k0") == 0 and cache.get("t", "k1") is None
+    assert cache.get("t", "k14") == 14
+
+
+def test_a_change_in_the_feature_code_invalidates_the_cache(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = FeatureCache(tmp_path / "c.sqlite")
+    cache.put("t", "k", 1)
+    monkeypatch.setattr(feature_cache, "code_version", lambda: "other-code")
+    assert cache.get("t", "k") is None
+    cache.prune()  # entries of older code go
+    monkeypatch.undo()
+    assert cache.get("t", "k") is None
+
+
+def test_predictions_are_the_same_with_and_without_the_cache(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GNNPERF_CACHE_DIR", str(tmp_path))
+    model = tmp_path / "m.onnx"
+    zoo.export_onnx(zoo.tiny_spec("resnet"), model)
+    hw = "local/x86-64-v3/2t"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        monkeypatch.setenv("GNNPERF_FEATURE_CACHE", "0")
+        uncached = predict(model, hw, build="sampled:0")
+        monkeypatch.setenv("GNNPERF_FEATURE_CACHE", "1")
+        cold = predict(model, hw, build="sampled:0")
+        cache = feature_cache.default_cache()
+        assert cache is not None and len(cache) > 0  # kernels and the graph were stored
+        warm = predict(model, hw, build="sampled:0")
+        other_threads = predict(model, "local/x86-64-v3/1t", build="sampled:0")
+    for p in (cold, warm):
+        assert p.latency_ms == pytest.approx(uncached.latency_ms, rel=1e-6)
+        assert [k.ms for k in p.kernels] == pytest.approx([k.ms for k in uncached.kernels],
+                                                          rel=1e-6)
+    # one lowering serves every thread count of an ISA: the graph is the cached one
+    spec = HardwareSpec.from_id("local/x86-64-v3/1t")
+    assert lower_for_prediction(model, spec, "sampled:0").to_dict() == \
+        lower_for_prediction(model, HardwareSpec.from_id(hw), "sampled:0").to_dict()
+    assert other_threads.hw_id == "local/x86-64-v3/1t"
+
+
+def test_predict_many_lowers_in_parallel_and_keeps_the_input_order(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GNNPERF_CACHE_DIR", str(tmp_path))
+    paths = []
+    for family in ("mixer", "resnet", "vit"):
+        paths.append(tmp_path / f"{family}.onnx")
+        zoo.export_onnx(zoo.tiny_spec(family), paths[-1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        parallel = predict_many(paths, "local/x86-64-v3/2t", build="sampled:0", workers=2)
+        monkeypatch.setenv("GNNPERF_FEATURE_CACHE", "0")
+        serial = [predict(p, "local/x86-64-v3/2t", build="sampled:0") for p in paths]
+    assert [p.latency_ms for p in parallel] == pytest.approx([p.latency_ms for p in serial],
+                                                             rel=1e-6)
+    assert [len(p.kernels) for p in parallel] == [len(p.kernels) for p in serial]
