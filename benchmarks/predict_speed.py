@@ -11,9 +11,17 @@ build: this machine at x86-64-v3 with 2 threads, ``sampled:0``.
 - **compile + measure**: what the prediction replaces: lowering, compiling and one
   whole-model measurement with the collector's settings;
 - **predict_many**: batches of already-lowered zoo graphs, GNN only, and end to end
-  from ONNX (lowering included).
+  from ONNX (lowering included);
+- **stages**: where a warm prediction's time goes without the feature cache (import,
+  legalize + fuse, schedule, finalize, TIR analyses + PerStoreFeature, GNN);
+- **NAS throughput**: ``--candidates`` distinct models of one generated family (random
+  hyperparameters, so kernels repeat as in a NAS space) ranked from ONNX files by
+  ``predict_many`` with one lowering process per core: with an empty feature cache
+  (cold), with a cache that knows the kernels of as many *other* candidates of the
+  family (warm kernels), and a second pass over the same files (warm graphs).
 
     python benchmarks/predict_speed.py [--checkpoint checkpoints/gnnperf.pt] [--out FILE.json]
+        [--candidates 100] [--family mobilenet]
 
 Measure on a quiet machine: no collector, tests or training at the same time.
 """
@@ -22,6 +30,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -65,6 +75,62 @@ def _cold_seconds(onnx_path: Path, checkpoint: str | None) -> float:
     return time.perf_counter() - start
 
 
+def _stages(onnx_path: Path, hw: HardwareSpec, checkpoint: str | None) -> dict[str, float]:
+    """Seconds per stage of one prediction without the feature cache (median of 3)."""
+    from gnnperf.features import extract_graph
+    from gnnperf.predictor import _predictor
+
+    os.environ["GNNPERF_FEATURE_CACHE"] = "0"
+    runs: list[dict[str, float]] = []
+    try:
+        for _ in range(3):
+            lowered = lower_onnx(onnx_path, hw, BUILD)
+            start = time.perf_counter()
+            graph = extract_graph(lowered)
+            features_s = time.perf_counter() - start
+            start = time.perf_counter()
+            _predictor(checkpoint).predict_graphs([(graph, hw)])
+            runs.append({**{f"stage_{k}": v for k, v in lowered.timings.items()},
+                         "stage_features_s": features_s,
+                         "stage_gnn_s": time.perf_counter() - start})
+    finally:
+        os.environ.pop("GNNPERF_FEATURE_CACHE")
+    return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+
+
+def _nas_throughput(tmp: Path, family: str, n: int, checkpoint: str | None
+                    ) -> dict[str, float | int | str]:
+    """Candidates per second, end to end from ONNX files, cold and warm feature cache."""
+    from gnnperf.feature_cache import default_cache
+
+    def export(seeds: range, folder: Path) -> list[Path]:
+        folder.mkdir()
+        paths = [folder / f"{s}.onnx" for s in seeds]
+        for seed, path in zip(seeds, paths, strict=True):
+            zoo.export_onnx(zoo.sample_spec(family, seed), path)
+        return paths
+
+    space = export(range(1000, 1000 + n), tmp / "space")
+    others = export(range(5000, 5000 + n), tmp / "others")
+    out: dict[str, float | int | str] = {"nas_family": family, "nas_candidates": n}
+    cache = default_cache()
+    assert cache is not None
+    cache.clear()
+
+    def rate(files: list[Path]) -> float:
+        start = time.perf_counter()
+        predict_many(files, HW, build=BUILD, checkpoint=checkpoint)
+        return len(files) / (time.perf_counter() - start)
+
+    out["nas_cold_per_s"] = rate(space)
+    cache.clear()
+    rate(others)  # the family's kernels, from other candidates
+    cache.clear("graph")
+    out["nas_warm_kernels_per_s"] = rate(space)
+    out["nas_warm_graphs_per_s"] = rate(space)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--checkpoint", default=None)
@@ -73,7 +139,14 @@ def main() -> None:
                         help="speed-probe limit for the measurement (2.0 on the AMD EPYC "
                              "guest, as its dataset records were collected)")
     parser.add_argument("--out", type=Path, default=Path(__file__).with_name("predict_speed.json"))
+    parser.add_argument("--candidates", type=int, default=100, help="NAS candidates")
+    parser.add_argument("--family", default="mobilenet", help="NAS candidates' family")
     args = parser.parse_args()
+    # every figure below starts from an empty feature cache of its own
+    cache_root = Path(tempfile.mkdtemp(prefix="gnnperf-bench-cache-"))
+    os.environ["GNNPERF_CACHE_DIR"] = str(cache_root)
+    shutil.copytree(Path.home() / ".cache" / "gnnperf", cache_root, dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("features.sqlite*"))
     warnings.simplefilter("ignore")
     figures: dict[str, float | int | str] = {"hw": HW, "build": BUILD, "model": "ResNet-18 224px"}
     with tempfile.TemporaryDirectory() as tmp:
@@ -120,6 +193,10 @@ def main() -> None:
         figures["predict_many_graphs"] = len(graphs)
         figures["predict_many_gnn_graphs_per_s"] = len(graphs) / gnn_s
         figures["predict_many_end_to_end_graphs_per_s"] = len(graphs) / (gnn_s + lower_s)
+        figures.update(_stages(onnx_path, hw, args.checkpoint))
+        figures.update(_nas_throughput(Path(tmp), args.family, args.candidates, args.checkpoint))
+    figures["cpu_id"] = HardwareSpec.local(measure=False).cpu_id
+    figures["command"] = " ".join([Path(sys.executable).name, *sys.argv])
     for key, value in figures.items():
         print(f"{key:40s} {value:.4g}" if isinstance(value, float) else f"{key:40s} {value}")
     write_text(args.out, json.dumps(figures, indent=1))

@@ -97,6 +97,13 @@ class FeatureCache:
             db.execute("DELETE FROM entries WHERE rowid IN (SELECT rowid FROM entries "
                        "ORDER BY used LIMIT ?)", (count - self.max_entries,))
 
+    def clear(self, table: str | None = None) -> None:
+        """Forget one table's entries (all tables when None)."""
+        if table is None:
+            self._db().execute("DELETE FROM entries")
+        else:
+            self._db().execute("DELETE FROM entries WHERE tab=?", (table,))
+
     def __len__(self) -> int:
         (count,) = self._db().execute("SELECT COUNT(*) FROM entries").fetchone()
         return int(count)

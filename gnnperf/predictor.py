@@ -69,6 +69,17 @@ class Prediction:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @property
+    def gflop(self) -> float:
+        return sum(k.flops for k in self.kernels) / 1e9
+
+    def plot(self, path: str | os.PathLike[str], top: int = 12, title: str | None = None
+             ) -> Path:
+        """Draw the per-kernel breakdown (see :func:`gnnperf.plots.plot_breakdown`)."""
+        from .plots import plot_breakdown
+
+        return plot_breakdown(self, path, top=top, title=title)
+
 
 class Predictor:
     """A loaded checkpoint, ready to predict graphs."""
