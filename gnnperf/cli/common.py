@@ -1,0 +1,87 @@
+"""Helpers that several ``gnnperf`` subcommands share: target options, input shapes,
+``--max-slowdown``, zoo family lists and JSON output."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import GnnperfError, MeasurementError
+
+
+def add_target_args(p: argparse.ArgumentParser, threads: bool = True) -> None:
+    p.add_argument("--isa", default=None, help="x86-64, x86-64-v2, x86-64-v3, x86-64-v4 "
+                   "(default: the best this CPU supports)")
+    if threads:
+        p.add_argument("--threads", type=int, default=None, help="threads (default: all cores)")
+    p.add_argument("--build", default="default", help="default, dlight or sampled:SEED")
+    p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0,D1,...",
+                   help="static shape for a dynamic input (repeatable)")
+
+
+def parse_input_shapes(items: Sequence[str]) -> dict[str, list[int]] | None:
+    if not items:
+        return None
+    out: dict[str, list[int]] = {}
+    for item in items:
+        name, sep, dims = item.partition("=")
+        try:
+            if not sep or not name:
+                raise ValueError
+            out[name] = [int(d) for d in dims.split(",")]
+        except ValueError:
+            raise GnnperfError(f"--input-shape wants NAME=D0,D1,..., got '{item}'") from None
+    return out
+
+
+def print_json(obj: Any) -> None:
+    json.dump(obj, sys.stdout, indent=1)
+    sys.stdout.write("\n")
+
+
+def lower_from_args(args: argparse.Namespace, threads: int | None, database: Any = None) -> Any:
+    from ..hardware import HardwareSpec
+    from ..lowering import lower_onnx
+
+    hw = HardwareSpec.local(args.isa, threads, measure=False)
+    return hw, lower_onnx(args.model, hw, args.build, parse_input_shapes(args.input_shape),
+                          database)
+
+
+def tuned_schedules(args: argparse.Namespace) -> Any:
+    """The measured schedules of this machine's hardware config, for a ``tuned`` build."""
+    from ..builds import BuildConfig
+    from ..hardware import HardwareSpec
+    from ..kernel_dataset import tuned_database
+
+    if BuildConfig.parse(args.build).kind != "tuned":
+        return None
+    hw = HardwareSpec.local(args.isa, args.threads, measure=False)
+    return tuned_database(args.root, hw.record_hw_id)
+
+
+def slowdown_override(args: argparse.Namespace) -> dict[str, float]:
+    """``--max-slowdown`` as a MeasureSettings override (none when not given)."""
+    if args.max_slowdown is None:
+        return {}
+    if args.max_slowdown < 1.0:
+        raise MeasurementError(f"--max-slowdown is a ratio to the speed probe's best, at "
+                               f"least 1.0, got {args.max_slowdown}")
+    return {"max_slowdown": args.max_slowdown}
+
+
+def parse_families(text: str) -> list[str]:
+    from .. import zoo
+
+    families = [f.strip() for f in text.split(",") if f.strip()]
+    return list(zoo.FAMILIES) if families == ["all"] else families
+
+
+def add_max_slowdown(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-slowdown", type=float, default=None, metavar="RATIO",
+                   help="measure only while the speed probe runs at most RATIO times slower "
+                        "than its best (default 1.15; a host whose probe never settles "
+                        "near its best needs more, see datasets/README.md)")

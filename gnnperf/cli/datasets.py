@@ -1,0 +1,91 @@
+"""The ``dataset`` subcommand: ``dataset stats`` and ``dataset remeasure``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .common import add_max_slowdown, print_json, slowdown_override
+
+
+def cmd_dataset_stats(args: argparse.Namespace) -> int:
+    from ..data import dataset_stats
+    from ..kernel_dataset import kernel_stats
+
+    stats = {**dataset_stats(args.root), **kernel_stats(args.root)}
+    if args.json:
+        print_json(stats)
+        return 0
+    noise = stats["noise_floor_mape"]
+    print(f"{stats['records']} records ({stats['records_with_kernel_labels']} with kernel "
+          f"labels) of {stats['models']} models, {stats['families']} families, "
+          f"{stats['hw_configs']} hw configs, {stats['builds']} builds; "
+          f"{stats['failures']} failures")
+    if stats["records"]:
+        print(f"latency {stats['latency_ms_min']:.4f} .. {stats['latency_ms_max']:.1f} ms; "
+              f"noise floor "
+              + (f"{noise:.2f}% MAPE over {stats['noise_floor_records']} re-measured records"
+                 if noise is not None else "not measured yet"))
+    if stats["noise_floor_by_cpu"]:
+        print("noise floor per CPU: " + ", ".join(
+            f"{cpu} {f['mape']:.2f}% over {f['pairs']} pairs"
+            + (f" ({f['mape_normalised']:.2f}% normalised by the reference kernels)"
+               if f["mape_normalised"] is not None else "")
+            for cpu, f in stats["noise_floor_by_cpu"].items()))
+    for title, key in (("family", "per_family"), ("hardware", "per_hw"), ("build", "per_build"),
+                       ("CPU", "per_cpu")):
+        print(f"per {title}: " + ", ".join(f"{k} {v}" for k, v in stats[key].items()))
+    if stats["kernel_measurements"]:
+        print(f"kernel dataset: {stats['kernel_measurements']} measurements of "
+              f"{stats['kernel_workloads']} workloads, median "
+              f"{stats['schedules_per_workload_median']:g} sampled schedules per workload, "
+              f"{stats['kernel_cpus']} CPU(s), {stats['kernel_failures']} failures, "
+              f"{stats['kernel_measurements_per_hour'] or 0} measurements/h")
+        for cpu, f in stats["kernel_noise_floor_by_cpu"].items():
+            print(f"kernel-time noise floor on {cpu}: {f['mape']:.2f}% MAPE over "
+                  f"{f['pairs']} pairs")
+    return 0
+
+
+def cmd_dataset_remeasure(args: argparse.Namespace) -> int:
+    from ..collect import remeasure
+    from ..data import default_root
+    from ..measure import MeasureSettings
+
+    root = args.root or default_root()
+    settings = MeasureSettings.waiting_at_most(args.quiet_timeout, **slowdown_override(args))
+    if args.kernels:
+        from ..kernel_dataset import remeasure_kernels
+
+        summary = remeasure_kernels(root, args.count, seed=args.seed,
+                                    min_age_s=args.min_age_minutes * 60, settings=settings)
+    else:
+        summary = remeasure(root, args.count, seed=args.seed,
+                            min_age_s=args.min_age_minutes * 60, settings=settings)
+    print(summary.line())
+    return 1 if summary.all_failed else 0
+
+
+def register_dataset(sub: argparse._SubParsersAction) -> None:
+    """``gnnperf dataset stats`` and ``gnnperf dataset remeasure``."""
+    p = sub.add_parser("dataset", help="inspect a dataset folder")
+    dsub = p.add_subparsers(dest="dataset_command", required=True)
+    q = dsub.add_parser("stats", help="counts, latency range and noise floor")
+    q.add_argument("--root", type=Path, default=None, metavar="DIR",
+                   help="dataset folder, as written by `collect --out DIR` (default: shipped)")
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(func=cmd_dataset_stats)
+    q = dsub.add_parser("remeasure", help="measure existing records again (noise floor)")
+    q.add_argument("--root", type=Path, default=None, metavar="DIR",
+                   help="dataset folder, as written by `collect --out DIR` (default: shipped)")
+    q.add_argument("--count", type=int, default=100)
+    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--quiet-timeout", type=float, default=float("inf"))
+    q.add_argument("--min-age-minutes", type=float, default=30.0,
+                   help="re-measure only records at least this old, so the two measurements "
+                        "of a pair see different host states (default 30)")
+    q.add_argument("--kernels", action="store_true",
+                   help="the kernel dataset instead: COUNT random (workload, hardware) pairs, "
+                        "all their schedules timed again (kernel_noise_floor_by_cpu)")
+    add_max_slowdown(q)
+    q.set_defaults(func=cmd_dataset_remeasure)

@@ -1,0 +1,223 @@
+"""Subcommands around the latency GNN: ``train``, ``predict``, ``rank`` and ``bench``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ..errors import GnnperfError
+from .common import parse_input_shapes, print_json
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from ..data import LatencyDataset
+    from ..predictor import DEFAULT_CHECKPOINT
+    from ..training import TrainConfig, save_checkpoint, train_model
+
+    cfg = TrainConfig(split=args.split, holdout=args.holdout, epochs=args.epochs,
+                      patience=args.patience, aux_weight=args.aux_weight, use_hw=not args.no_hw,
+                      seed=args.seed, device=args.device, max_minutes=args.max_minutes,
+                      ensemble=args.ensemble, hidden=args.hidden, layers=args.layers,
+                      loss=args.loss, correction_weight=args.correction_weight,
+                      aux_share_power=args.aux_share_power,
+                      legacy_weight=args.legacy_weight, legacy_in_test=args.legacy_in_test)
+    dataset = LatencyDataset(args.root)
+    result = train_model(dataset, cfg)
+    path = save_checkpoint(result, cfg, dataset, args.out or DEFAULT_CHECKPOINT.parent)
+    m = result.metrics
+    t = m["test"]
+    print(f"dataset {dataset.fingerprint}: {m['train_graphs']} train / {m['val_graphs']} val / "
+          f"{m['test_graphs']} test graphs, {m['members']} member(s), best epochs "
+          f"{m['best_epochs']}, {m['epochs_run']} epochs in {m['train_minutes']:.1f} min")
+    print(f"test ({cfg.split}{'/' + cfg.holdout if cfg.holdout else ''}): MAPE {t['mape']:.2f}%  "
+          f"RMSPE {t['rmspe']:.2f}%  Acc@5% {t['acc5']:.1f}%  Acc@10% {t['acc10']:.1f}%  "
+          f"Spearman {t.get('spearman', float('nan')):.3f}  "
+          f"{m['interval_nominal_coverage']:.0f}% interval covers "
+          f"{m['test_interval_coverage']:.1f}%")
+    if m["members_stopped_by_time_cap"]:
+        print(f"note: {m['members_stopped_by_time_cap']} member(s) stopped at the "
+              f"{cfg.max_minutes:g}-minute cap, not by early stopping; a slower or busier "
+              "machine stops them at other epochs")
+    print(f"checkpoint: {path}")
+    return 0
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    import warnings
+
+    from ..predictor import predict
+
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        r = predict(args.model, args.hw, build=args.build, checkpoint=args.checkpoint,
+                    input_shapes=parse_input_shapes(args.input_shape))
+    for reason in r.warnings:
+        print(f"gnnperf: warning: {reason}", file=sys.stderr)
+    if args.json:
+        print_json(r.to_dict())
+        return 0
+    print(f"{args.model} on {r.hw_id}, build {r.build}: {r.latency_ms:.4f} ms "
+          f"[{r.low_ms:.4f}, {r.high_ms:.4f}] ({r.coverage * 100:.0f}% interval), "
+          f"predicted in {r.predict_s * 1e3:.0f} ms")
+    if args.kernels:
+        for k in r.kernels:
+            print(f"{k.index:>4}  {k.name[:48]:<48} {k.ms:>10.4f} ms {k.flops / 1e6:>10.3f} MFLOP")
+    if args.plot:
+        print(f"per-kernel breakdown: {r.plot(args.plot, title=str(args.model))}")
+    return 0
+
+
+RANK_FIELDS = ("model", "hw", "build", "latency_ms", "low_ms", "high_ms", "gflop")
+
+
+def cmd_rank(args: argparse.Namespace) -> int:
+    """Predict many models (files, or folders of .onnx files) and write a ranked table."""
+    import csv
+    import io
+    import warnings
+
+    from ..atomic import write_text
+    from ..predictor import predict_many
+
+    models: list[Path] = []
+    for item in args.models:
+        if item.is_dir():
+            models += sorted(item.glob("*.onnx"))
+        elif item.is_file():
+            models.append(item)
+        else:
+            raise GnnperfError(f"no ONNX file or folder '{item}'")
+    if not models:
+        raise GnnperfError("no .onnx files to rank")
+    if args.out.suffix not in (".csv", ".json"):
+        raise GnnperfError(f"--out wants a .csv or .json file, got '{args.out}'")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        predictions = predict_many(models, args.hw, build=args.build,
+                                   checkpoint=args.checkpoint, workers=args.workers,
+                                   progress=True)
+    rows = sorted(({"model": str(m), "hw": p.hw_id, "build": p.build,
+                    "latency_ms": round(p.latency_ms, 6), "low_ms": round(p.low_ms, 6),
+                    "high_ms": round(p.high_ms, 6), "gflop": round(p.gflop, 6)}
+                   for m, p in zip(models, predictions, strict=True)),
+                  key=lambda r: r["latency_ms"])
+    if args.out.suffix == ".json":
+        write_text(args.out, json.dumps(rows, indent=1) + "\n")
+    else:
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=RANK_FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+        write_text(args.out, buf.getvalue())
+    for rank, r in enumerate(rows[:10], 1):
+        print(f"{rank:>3}. {r['latency_ms']:>10.4f} ms  [{r['low_ms']:.4f}, {r['high_ms']:.4f}]"
+              f"  {r['gflop']:>8.3f} GFLOP  {r['model']}")
+    print(f"{len(rows)} models ranked: {args.out}")
+    if args.plot:
+        from ..plots import plot_ranking
+
+        print(f"latency against GFLOPs: {plot_ranking(rows, args.plot)}")
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from ..bench import QUICK, BenchConfig, run
+
+    if args.out is None:
+        args.out = Path("benchmarks/quick") if args.quick else Path("benchmarks")
+    cfg = QUICK if args.quick else BenchConfig()
+    command = "python -m gnnperf.bench" + (" --quick" if args.quick else "")
+    report = run(args.root, args.out, cfg, command)
+    print(json.dumps({k: v for k, v in report["splits"].get("random", {}).items()}, indent=1))
+    return 0
+
+
+def add_train_args(p: argparse.ArgumentParser) -> None:
+    from ..training import TrainConfig
+
+    d = TrainConfig()
+    p.add_argument("--root", type=Path, default=None, metavar="DIR",
+                   help="dataset folder, as written by `collect --out DIR` (default: shipped)")
+    p.add_argument("--split", default=d.split,
+                   choices=["random", "leave-family-out", "leave-hw-out", "real-architectures"])
+    p.add_argument("--holdout", default=None, help="family or hw id held out by the split")
+    p.add_argument("--epochs", type=int, default=d.epochs)
+    p.add_argument("--patience", type=int, default=d.patience)
+    p.add_argument("--aux-weight", type=float, default=d.aux_weight,
+                   help="per-kernel loss weight (0: no auxiliary loss)")
+    p.add_argument("--loss", default=d.loss, choices=["mse", "huber"],
+                   help="error of log-latencies")
+    p.add_argument("--correction-weight", type=float, default=d.correction_weight,
+                   help="L2 on the whole-model head's non-additive part")
+    p.add_argument("--aux-share-power", type=float, default=d.aux_share_power,
+                   help="weight kernel errors by (share of the kernel sum)^POWER (0: equal)")
+    p.add_argument("--ensemble", type=int, default=d.ensemble,
+                   help="members of the deep ensemble")
+    p.add_argument("--hidden", type=int, default=d.hidden)
+    p.add_argument("--layers", type=int, default=d.layers)
+    p.add_argument("--no-hw", action="store_true", help="ablation: hide hardware features")
+    p.add_argument("--legacy-weight", type=float, default=d.legacy_weight,
+                   help="loss weight of records from before measurement v2 (v2: 1)")
+    p.add_argument("--legacy-in-test", action="store_true",
+                   help="test on records from before measurement v2 too (by default they "
+                        "are never tested on)")
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--device", default=d.device)
+    p.add_argument("--max-minutes", type=float, default=d.max_minutes,
+                   help="wall-clock budget for all members together")
+    p.add_argument("--out", type=Path, default=None,
+                   help="checkpoint folder (default: the package's checkpoints/, which "
+                        "predict reads)")
+
+
+def register_train(sub: argparse._SubParsersAction) -> None:
+    """``gnnperf train`` (also ``python train.py``)."""
+    p = sub.add_parser("train", help="train the latency GNN (same as python train.py)")
+    add_train_args(p)
+    p.set_defaults(func=cmd_train)
+
+
+def register_predict(sub: argparse._SubParsersAction) -> None:
+    """``gnnperf predict``."""
+    p = sub.add_parser("predict", help="predict a model's latency without running it")
+    p.add_argument("model", type=Path)
+    p.add_argument("--hw", default="local", help="local, local/ISA, local/ISA/Nt or a JSON file")
+    p.add_argument("--build", default="default")
+    p.add_argument("--checkpoint", type=Path, default=None)
+    p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0,D1,...")
+    p.add_argument("--kernels", action="store_true", help="print the per-kernel breakdown")
+    p.add_argument("--plot", type=Path, default=None, metavar="FILE.png",
+                   help="draw the per-kernel breakdown")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_predict)
+
+
+def register_rank(sub: argparse._SubParsersAction) -> None:
+    """``gnnperf rank``."""
+    p = sub.add_parser("rank", help="predict many models (files or folders of .onnx) and "
+                                    "write a ranked CSV/JSON table")
+    p.add_argument("models", type=Path, nargs="+")
+    p.add_argument("--hw", default="local", help="local, local/ISA, local/ISA/Nt or a JSON file")
+    p.add_argument("--build", default="default")
+    p.add_argument("--checkpoint", type=Path, default=None)
+    p.add_argument("--out", type=Path, required=True, metavar="TABLE.csv|TABLE.json")
+    p.add_argument("--workers", type=int, default=None,
+                   help="lowering processes (default: one per core)")
+    p.add_argument("--plot", type=Path, default=None, metavar="FILE.png",
+                   help="draw predicted latency against GFLOPs")
+    p.set_defaults(func=cmd_rank)
+
+
+def register_bench(sub: argparse._SubParsersAction) -> None:
+    """``gnnperf bench`` (also ``python -m gnnperf.bench``)."""
+    p = sub.add_parser("bench", help="GNN vs additive baselines and ablations on every split "
+                                     "(same as python -m gnnperf.bench)")
+    p.add_argument("--quick", action="store_true", help="one seed, few epochs, few holdouts")
+    p.add_argument("--root", type=Path, default=None, metavar="DIR",
+                   help="dataset folder, as written by `collect --out DIR` (default: shipped)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="default: benchmarks/ (full run) or benchmarks/quick/ (--quick), so a "
+                        "quick check never replaces the committed report")
+    p.set_defaults(func=cmd_bench)
