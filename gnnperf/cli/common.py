@@ -73,11 +73,15 @@ def slowdown_override(args: argparse.Namespace) -> dict[str, float]:
     return {"max_slowdown": args.max_slowdown}
 
 
-def parse_families(text: str) -> list[str]:
+def parse_families(text: str, real_architectures: bool = False) -> list[str]:
+    """A comma-separated family list; ``all`` is every generated family, and the ``hf-*``
+    real architectures too when ``real_architectures``."""
     from .. import zoo
 
     families = [f.strip() for f in text.split(",") if f.strip()]
-    return list(zoo.FAMILIES) if families == ["all"] else families
+    if families != ["all"]:
+        return families
+    return list(zoo.FAMILIES) + (list(zoo.REAL_ARCHITECTURES) if real_architectures else [])
 
 
 def add_max_slowdown(p: argparse.ArgumentParser) -> None:

@@ -138,9 +138,9 @@ def cmd_collect_kernels(args: argparse.Namespace) -> int:
 
     settings = MeasureSettings.waiting_at_most(
         args.quiet_timeout, kernel_repeat=args.repeat, **slowdown_override(args))
+    families = parse_families(args.families, real_architectures=True)
     summary = collect_kernels(
-        args.out, list(interleaved_specs(parse_families(args.families), args.count,
-                                         args.start_seed)),
+        args.out, list(interleaved_specs(families, args.count, args.start_seed)),
         parse_hw_list(args.hw), schedules=args.schedules, settings=settings,
         max_unscheduled_gflop=args.max_unscheduled_gflop, max_minutes=args.max_minutes)
     print(summary.line())
@@ -235,7 +235,8 @@ def register_collect_kernels(sub: argparse._SubParsersAction) -> None:
                             "resumable)")
     p.add_argument("--out", type=Path, required=True, metavar="DIR",
                    help="dataset folder: kernel records go to DIR/kernels")
-    p.add_argument("--families", default="all", help="comma-separated families, or 'all'")
+    p.add_argument("--families", default="all",
+                   help="comma-separated families, or 'all' (generated and hf-* alike)")
     p.add_argument("--count", type=int, default=10, help="seeds per family")
     p.add_argument("--start-seed", type=int, default=0)
     p.add_argument("--hw", default="x86-64-v3:2,x86-64-v3:1", help="ISA:THREADS pairs")
