@@ -211,3 +211,27 @@ def test_kernel_timings_are_measured_again_for_the_noise_floor(kernel_root: Path
     assert kernel_stats(root)["kernel_noise_floor_by_cpu"] == floor
     # records younger than the minimum age are left alone
     assert remeasure_kernels(root, 2, min_age_s=3600.0, settings=TINY).done == 0
+
+
+def test_candidates_whose_code_generation_runs_away_are_left_out(tmp_path: Path) -> None:
+    """A schedule with a huge unroll can keep LLVM busy for many minutes: the batch is
+    compiled in a child that can be stopped, then each candidate alone."""
+    from gnnperf.errors import GnnperfError
+    from gnnperf.kernel_dataset import model_workloads
+    from gnnperf.kernel_dataset.workloads import candidates, compile_candidates
+    from gnnperf.lowering import lower_onnx
+
+    hw = HardwareSpec.local("x86-64-v3", 1, measure=False)
+    lowered = lower_onnx(zoo.export_onnx(zoo.tiny_spec("mixer")), hw, "sampled:0")
+    (workload, *_) = [w for w in model_workloads(lowered) if "matmul" in w.name]
+    cands, _ = candidates(workload, hw.target(), 2)
+    kept, dropped = compile_candidates(cands, hw.target(), tmp_path / "a.so")
+    assert kept == list(range(len(cands))) and dropped == {}
+    # the batch "runs away": each candidate is compiled alone and all are kept
+    kept, dropped = compile_candidates(cands, hw.target(), tmp_path / "b.so",
+                                       batch_timeout_s=0.0)
+    assert kept == list(range(len(cands))) and (tmp_path / "b.so").is_file()
+    # every candidate runs away: nothing to time, said in one line
+    with pytest.raises(GnnperfError, match="did not finish"):
+        compile_candidates(cands, hw.target(), tmp_path / "c.so", batch_timeout_s=0.0,
+                           each_timeout_s=0.0)

@@ -37,7 +37,14 @@ from ..measure.results import FuncTiming
 from ..onnx_import import import_to_relax, load_onnx
 from ..shards import ShardWriter, iter_lines
 from .database import tuned_database
-from .workloads import NOT_EXECUTED, Candidate, KernelWorkload, candidates, model_workloads
+from .workloads import (
+    NOT_EXECUTED,
+    Candidate,
+    KernelWorkload,
+    candidates,
+    compile_candidates,
+    model_workloads,
+)
 
 #: schedules drawn per workload (MetaSchedule's design space, seeds 0..S-1)
 DEFAULT_SCHEDULES = 16
@@ -132,7 +139,8 @@ class KernelCollector:
                 record_extra={"tuned": {"schedules_per_workload": self.schedules,
                                         "rule": "fastest mean of the sampled schedules "
                                                 "measured alone (MetaSchedule top-1)"}},
-                shard_prefix=f"tuned-{socket.gethostname().split('.')[0] or 'host'}")
+                shard_prefix=f"tuned-{socket.gethostname().split('.')[0] or 'host'}-"
+                             f"{hw.isa}-{hw.threads}t")
         return self.tuned_collectors[hw.hw_id]
 
     def close(self) -> None:
@@ -223,13 +231,15 @@ class KernelCollector:
             stage = "compile"
             sample_s = time.perf_counter() - started
             with tempfile.TemporaryDirectory(prefix="gnnperf-cands-") as tmp:
-                names = [f"cand{j}" for j in range(len(cands))]
-                mod = tvm.IRModule({n: c.func.with_attr("global_symbol", n)
-                                    for n, c in zip(names, cands, strict=True)})
                 lib = Path(tmp) / "cands.so"
                 start = time.perf_counter()
-                tvm.compile(mod, target).export_library(str(lib))
+                kept, dropped = compile_candidates(cands, target, lib)
                 compile_s = time.perf_counter() - start
+                dropped_why = {("unscheduled" if not cands[j].seeds else
+                                ",".join(map(str, cands[j].seeds))): why
+                               for j, why in dropped.items()}
+                names = [f"cand{j}" for j in kept]
+                cands, features = [cands[j] for j in kept], [features[j] for j in kept]
                 args = args_dir / f"{w.name}.npz"
                 for h in pending:
                     stage = "measure"
@@ -243,7 +253,7 @@ class KernelCollector:
                     self.writer.append({
                         "kind": "kernel_done", "key": f"{w.workload_id}|{h.hw_id}",
                         "candidates": len(cands), "schedules_drawn": self.schedules,
-                        "failed_seeds": failed_seeds,
+                        "failed_seeds": failed_seeds, "dropped": dropped_why,
                         "unscheduled_timed": not cands[0].seeds,
                         "sample_s": round(sample_s, 3), "compile_s": round(compile_s, 3),
                         "measure_s": round(time.perf_counter() - start, 3)})

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import tvm
 from tvm import tirx
 
 from ..builds import kernel_hash, sample_traced_schedule
+from ..errors import GnnperfError
 from ..lowering import LoweredModel
 
 #: the stage of a workload that its model never runs as a kernel (not a failure)
@@ -88,3 +90,58 @@ def candidates(workload: KernelWorkload, target: tvm.target.Target, schedules: i
         by_hash[h] = Candidate(func, sch.trace, [seed])
         out.append(by_hash[h])
     return out, failed
+
+
+#: seconds LLVM may take for all candidates of a workload, then for each one alone: a
+#: schedule with a large unroll can keep code generation busy for many minutes
+BATCH_COMPILE_TIMEOUT_S = 180.0
+EACH_COMPILE_TIMEOUT_S = 45.0
+
+
+def _compile_to(mod: tvm.IRModule, target: tvm.target.Target, path: str) -> None:
+    tvm.compile(mod, target).export_library(path)
+
+
+def _compile_forked(mod: tvm.IRModule, target: tvm.target.Target, path: Path,
+                    timeout_s: float) -> bool:
+    """Compile in a forked child, so a code generation that runs away can be stopped;
+    False when it did not finish within ``timeout_s``."""
+    import multiprocessing
+
+    proc = multiprocessing.get_context("fork").Process(target=_compile_to,
+                                                       args=(mod, target, str(path)))
+    proc.start()
+    proc.join(timeout_s)
+    if proc.is_alive():
+        proc.kill()
+        proc.join()
+        return False
+    if proc.exitcode != 0:  # compile here to raise the real error
+        _compile_to(mod, target, str(path))
+    return True
+
+
+def compile_candidates(cands: list[Candidate], target: tvm.target.Target, path: Path,
+                       batch_timeout_s: float = BATCH_COMPILE_TIMEOUT_S,
+                       each_timeout_s: float = EACH_COMPILE_TIMEOUT_S
+                       ) -> tuple[list[int], dict[int, str]]:
+    """Compile the candidates into one library at ``path`` (function ``cand{j}`` for
+    candidate j); returns the indices compiled and, for candidates left out, why."""
+    def module(indices: list[int]) -> tvm.IRModule:
+        return tvm.IRModule({f"cand{j}": cands[j].func.with_attr("global_symbol", f"cand{j}")
+                             for j in indices})
+
+    everything = list(range(len(cands)))
+    if _compile_forked(module(everything), target, path, batch_timeout_s):
+        return everything, {}
+    kept, dropped = [], {}
+    for j in everything:  # find the candidates code generation cannot finish
+        if _compile_forked(module([j]), target, path.with_suffix(f".{j}.so"), each_timeout_s):
+            kept.append(j)
+        else:
+            dropped[j] = f"code generation took over {each_timeout_s:.0f} s"
+    # each of them compiled in time alone, so together they get the sum of those limits
+    if not kept or not _compile_forked(module(kept), target, path,
+                                       each_timeout_s * len(kept)):
+        raise GnnperfError("code generation of the candidates did not finish")
+    return kept, dropped
