@@ -33,7 +33,8 @@ from .dataset_folder import DatasetFolder, default_root
 from .errors import DatasetError, one_line
 from .features import KernelGraph, node_feature_names, node_feature_vector
 from .hardware import FEATURE_NAMES as HW_FEATURE_NAMES
-from .hardware import REFERENCE_KERNELS, HardwareSpec, host_of
+from .hardware import HardwareSpec, host_of
+from .measure.reference import machine_state
 from .shards import SCHEMA_VERSION, is_probed, is_v2, iter_lines, latest_records, shard_paths
 
 #: Bump when the fields of the encoded ``Data`` items change (invalidates processed caches).
@@ -453,15 +454,6 @@ def _noise_floor_per(pairs: list[Pair], key: Callable[[dict[str, Any]], str]
     """:func:`_noise_floor` of each group of pairs, grouped by ``key`` of the first record."""
     return {k: mape for k, v in sorted(_group_pairs(pairs, key).items())
             if (mape := _noise_floor(v)) is not None}
-
-
-def machine_state(line: dict[str, Any]) -> float | None:
-    """Geometric mean (ms) of the reference kernels timed beside a v2 label; None for v1."""
-    reference = line.get("reference")
-    if not reference:
-        return None
-    medians = [float(reference[k]["median_ms"]) for k in REFERENCE_KERNELS if k in reference]
-    return float(np.exp(np.mean(np.log(medians)))) if medians else None
 
 
 def _floor_summary(pairs: list[Pair]) -> dict[str, Any]:

@@ -208,6 +208,7 @@ def test_kernel_timings_are_measured_again_for_the_noise_floor(kernel_root: Path
     cpu = HardwareSpec.local(measure=False).cpu_id
     floor = kernel_noise_floor_by_cpu(root)
     assert floor[cpu]["pairs"] == summary.done and floor[cpu]["mape"] >= 0
+    assert floor[cpu]["mape_normalised"] is not None  # both sides carry the machine state
     assert kernel_stats(root)["kernel_noise_floor_by_cpu"] == floor
     # records younger than the minimum age are left alone
     assert remeasure_kernels(root, 2, min_age_s=3600.0, settings=TINY).done == 0

@@ -189,3 +189,12 @@ def summarise(rounds: Sequence[Mapping[str, float]]) -> dict[str, dict[str, Any]
                      "samples_ms": [round(float(v), 6) for v in samples],
                      "cv": round(float(samples.std() / samples.mean()), 5)}
     return out
+
+
+def machine_state(line: dict[str, Any]) -> float | None:
+    """Geometric mean (ms) of the reference kernels timed beside a v2 label; None for v1."""
+    reference = line.get("reference")
+    if not reference:
+        return None
+    medians = [float(reference[k]["median_ms"]) for k in REFERENCE_KERNELS if k in reference]
+    return float(np.exp(np.mean(np.log(medians)))) if medians else None
