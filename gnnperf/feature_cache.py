@@ -32,7 +32,14 @@ from . import __version__
 from .hardware import _cache_dir
 
 #: Modules whose code decides what is cached; editing one invalidates every entry.
-SOURCES = ("onnx_import.py", "builds.py", "lowering.py", "features.py", "feature_cache.py")
+SOURCES = (
+    "onnx_import.py",
+    "builds.py",
+    "lowering.py",
+    # every module of the features package, so a new one is hashed too
+    *sorted(f"features/{p.name}" for p in (Path(__file__).parent / "features").glob("*.py")),
+    "feature_cache.py",
+)
 DEFAULT_MAX_ENTRIES = 200_000
 
 

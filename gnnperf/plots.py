@@ -9,12 +9,9 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .atomic import atomic_path
-
-if TYPE_CHECKING:
-    from .predictor import Prediction
 
 #: kernels named in a breakdown; the rest are summed into one bar
 TOP_KERNELS = 12
@@ -38,30 +35,25 @@ def _save(fig: Any, path: str | os.PathLike[str]) -> Path:
     return path
 
 
-def plot_breakdown(prediction: Prediction, path: str | os.PathLike[str],
-                   top: int = TOP_KERNELS, title: str | None = None) -> Path:
-    """The kernels that make up most of the predicted latency, each labelled with its fused
-    operators and its share, the rest in one bar; the whole-model interval in the title."""
+def plot_breakdown(kernels: Sequence[tuple[str, float]], path: str | os.PathLike[str], *,
+                   title: str, top: int = TOP_KERNELS) -> Path:
+    """The kernels (label, predicted ms) that make up most of the latency, each with its
+    share, the rest in one bar; ``title`` says what was predicted."""
     plt = _pyplot()
-    kernels = sorted(prediction.kernels, key=lambda k: k.ms, reverse=True)
-    total = sum(k.ms for k in kernels) or 1.0
-    shown = kernels[:top]
-    labels = [f"#{k.index} {k.name} ({k.ms / total * 100:.1f}%)" for k in shown]
-    values = [k.ms for k in shown]
-    if len(kernels) > top:
-        rest = sum(k.ms for k in kernels[top:])
-        labels.append(f"{len(kernels) - top} other kernels ({rest / total * 100:.1f}%)")
+    ranked = sorted(kernels, key=lambda k: k[1], reverse=True)
+    total = sum(ms for _, ms in ranked) or 1.0
+    labels = [f"{label} ({ms / total * 100:.1f}%)" for label, ms in ranked[:top]]
+    values = [ms for _, ms in ranked[:top]]
+    if len(ranked) > top:
+        rest = sum(ms for _, ms in ranked[top:])
+        labels.append(f"{len(ranked) - top} other kernels ({rest / total * 100:.1f}%)")
         values.append(rest)
     fig, ax = plt.subplots(figsize=(9, 0.4 * len(values) + 1.6))
     ax.barh(range(len(values)), values, color="tab:blue")
     ax.set_yticks(range(len(values)), labels, fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("predicted kernel time (ms)")
-    ax.set_title((title + "\n" if title else "")
-                 + f"{prediction.hw_id}, build {prediction.build}: "
-                 f"{prediction.latency_ms:.3f} ms predicted, "
-                 f"{prediction.coverage * 100:.0f}% interval "
-                 f"[{prediction.low_ms:.3f}, {prediction.high_ms:.3f}] ms", fontsize=9)
+    ax.set_title(title, fontsize=9)
     return _save(fig, path)
 
 

@@ -75,10 +75,15 @@ class Prediction:
 
     def plot(self, path: str | os.PathLike[str], top: int = 12, title: str | None = None
              ) -> Path:
-        """Draw the per-kernel breakdown (see :func:`gnnperf.plots.plot_breakdown`)."""
+        """Draw the per-kernel breakdown: the kernels that make up most of the predicted
+        latency, labelled with their fused operators and share, and the interval."""
         from .plots import plot_breakdown
 
-        return plot_breakdown(self, path, top=top, title=title)
+        summary = (f"{self.hw_id}, build {self.build}: {self.latency_ms:.3f} ms predicted, "
+                   f"{self.coverage * 100:.0f}% interval [{self.low_ms:.3f}, "
+                   f"{self.high_ms:.3f}] ms")
+        return plot_breakdown([(f"#{k.index} {k.name}", k.ms) for k in self.kernels], path,
+                              title=f"{title}\n{summary}" if title else summary, top=top)
 
 
 class Predictor:

@@ -1,0 +1,137 @@
+"""The kernel graph's data types: :class:`KernelNode`, :class:`KernelGraph`, and tensor sizes."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+_DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int64": 8,
+                "int32": 4, "int8": 1, "uint8": 1, "bool": 1, "int16": 2}
+
+
+def dtype_bytes(dtype: str) -> int:
+    if dtype in _DTYPE_BYTES:
+        return _DTYPE_BYTES[dtype]
+    bits = re.findall(r"\d+", dtype)
+    return max(1, int(bits[-1]) // 8) if bits else 4
+
+
+def tensor_bytes(shape: Iterable[int], dtype: str) -> int:
+    return int(np.prod(list(shape), dtype=np.int64)) * dtype_bytes(dtype)
+
+
+@dataclass
+class KernelNode:
+    """One executed kernel call and what it does."""
+
+    index: int
+    name: str
+    kind: str  # "tir" or "builtin"
+    ops: list[str]
+    pattern: str
+    struct_hash: str
+    in_shapes: list[list[int]]
+    in_dtypes: list[str]
+    out_shapes: list[list[int]]
+    out_dtypes: list[str]
+    flops: float
+    bytes_read: int
+    bytes_written: int
+    param_bytes: int
+    input_bytes: int
+    loops: dict[str, float] = field(default_factory=dict)
+    ms_features: list[float] = field(default_factory=list)
+    #: analyses (of :data:`ANALYSES`) that could not run on this kernel
+    missing: list[str] = field(default_factory=list)
+    #: why the build left this kernel unscheduled (empty: the build's schedule applied)
+    schedule_fallback: str = ""
+
+    @property
+    def intensity(self) -> float:
+        """FLOPs per byte moved: where the kernel sits on the roofline."""
+        return self.flops / max(1, self.bytes_read + self.bytes_written)
+
+
+@dataclass
+class KernelGraph:
+    """The executed kernel DAG of one model, for one target and build configuration."""
+
+    nodes: list[KernelNode]
+    edges: list[tuple[int, int, int]]  # (src, dst, tensor bytes)
+    target: dict[str, Any]
+    build: str
+    inputs: dict[str, tuple[tuple[int, ...], str]]
+
+    # -- views ------------------------------------------------------------------------------
+    @property
+    def total_flops(self) -> float:
+        return float(sum(n.flops for n in self.nodes))
+
+    @property
+    def total_bytes(self) -> int:
+        return int(sum(n.bytes_read + n.bytes_written for n in self.nodes))
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "kernels": len(self.nodes),
+            "tir_kernels": sum(n.kind == "tir" for n in self.nodes),
+            "kernels_missing_analyses": sum(bool(n.missing) for n in self.nodes),
+            "kernels_unscheduled_by_build": sum(bool(n.schedule_fallback) for n in self.nodes),
+            "distinct_kernels": len({n.name for n in self.nodes}),
+            "edges": len(self.edges),
+            "gflops": self.total_flops / 1e9,
+            "mbytes": self.total_bytes / 1e6,
+            "build": self.build,
+            "target": self.target,
+        }
+
+    # -- serialisation ----------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "nodes": [asdict(n) for n in self.nodes],
+            "edges": [list(e) for e in self.edges],
+            "target": self.target,
+            "build": self.build,
+            "inputs": {k: [list(s), d] for k, (s, d) in self.inputs.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> KernelGraph:
+        return cls(
+            nodes=[KernelNode(**n) for n in data["nodes"]],
+            edges=[(int(a), int(b), int(c)) for a, b, c in data["edges"]],
+            target=dict(data["target"]),
+            build=str(data["build"]),
+            inputs={k: (tuple(s), d) for k, (s, d) in data["inputs"].items()},
+        )
+
+
+
+def ops_of(name: str) -> list[str]:
+    """Primitive ops fused into a kernel, from TVM's naming (``fused_conv2d1_add_relu``)."""
+    parts = name.removeprefix("fused_").split("_")
+    ops: list[str] = []
+    merged: list[str] = []
+    # TVM joins op names with '_' and op names may themselves contain '_' (layer_norm,
+    # strided_slice): keep known compound names together.
+    compound = {("layer", "norm"), ("strided", "slice"), ("group", "norm"),
+                ("batch", "norm"), ("max", "pool2d"), ("avg", "pool2d"),
+                ("adaptive", "avg"), ("rms", "norm"), ("instance", "norm"),
+                ("expand", "dims"), ("broadcast", "to"), ("permute", "dims")}
+    i = 0
+    while i < len(parts):
+        if i + 1 < len(parts) and (parts[i], re.sub(r"\d+$", "", parts[i + 1])) in compound:
+            merged.append(parts[i] + "_" + parts[i + 1])
+            i += 2
+        else:
+            merged.append(parts[i])
+            i += 1
+    for part in merged:
+        op = re.sub(r"\d+$", "", part)
+        if op:
+            ops.append(op)
+    return ops
