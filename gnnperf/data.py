@@ -34,7 +34,7 @@ from .errors import DatasetError, one_line
 from .features import KernelGraph, node_feature_names, node_feature_vector
 from .hardware import FEATURE_NAMES as HW_FEATURE_NAMES
 from .hardware import HardwareSpec, host_of
-from .measure.reference import machine_state
+from .measure.reference import aa_floor
 from .shards import SCHEMA_VERSION, is_probed, is_v2, iter_lines, latest_records, shard_paths
 
 #: Bump when the fields of the encoded ``Data`` items change (invalidates processed caches).
@@ -436,9 +436,7 @@ Pair = tuple[dict[str, Any], dict[str, Any]]
 
 def _noise_floor(pairs: list[Pair]) -> float | None:
     """MAPE (%) between first and second measurement of each record; None without pairs."""
-    errors = [abs(float(again["whole"]["median_ms"]) - rec["whole"]["median_ms"])
-              / rec["whole"]["median_ms"] for rec, again in pairs]
-    return float(np.mean(errors) * 100) if errors else None
+    return aa_floor(pairs, "whole")["mape"]
 
 
 def _group_pairs(pairs: list[Pair], key: Callable[[dict[str, Any]], str]
@@ -454,26 +452,6 @@ def _noise_floor_per(pairs: list[Pair], key: Callable[[dict[str, Any]], str]
     """:func:`_noise_floor` of each group of pairs, grouped by ``key`` of the first record."""
     return {k: mape for k, v in sorted(_group_pairs(pairs, key).items())
             if (mape := _noise_floor(v)) is not None}
-
-
-def _floor_summary(pairs: list[Pair]) -> dict[str, Any]:
-    """Raw and reference-normalised A/A floor of some pairs.
-
-    Normalised: each label divided by its own machine state (:func:`machine_state`), so
-    a pair measured while the host ran slower as a whole compares what is left; only
-    pairs measured under v2 on both sides count there.
-    """
-    errors = []
-    for rec, again in pairs:
-        first, second = machine_state(rec), machine_state(again)
-        if first is None or second is None:
-            continue
-        ratio = (float(again["whole"]["median_ms"]) / second) / (
-            float(rec["whole"]["median_ms"]) / first)
-        errors.append(abs(ratio - 1.0))
-    return {"pairs": len(pairs), "mape": _noise_floor(pairs),
-            "pairs_normalised": len(errors),
-            "mape_normalised": float(np.mean(errors) * 100) if errors else None}
 
 
 def _cpu_id(record: dict[str, Any]) -> str:
@@ -516,7 +494,7 @@ def dataset_stats(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
             noise_pairs_used, lambda r: f"{r['build']}/{r['hw']['threads']}t"),
         # each machine apart too: a noisier host must not hide behind a quieter one's pairs
         # keyed by CPU signature id: one model name ("AMD EPYC") covers two CPUs here
-        "noise_floor_by_cpu": {cpu: _floor_summary(group) for cpu, group in sorted(
+        "noise_floor_by_cpu": {cpu: aa_floor(group, "whole") for cpu, group in sorted(
             _group_pairs(noise_pairs_used, _cpu_id).items())},
         "noise_floor_by_host": _noise_floor_per(noise_pairs_used,
                                                 lambda r: host_of(r["hw_id"])),

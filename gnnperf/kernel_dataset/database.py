@@ -7,16 +7,14 @@ import shutil
 import statistics
 import tempfile
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from ..cpu_identity import signature_of_hw
 from ..dataset_folder import DatasetFolder
 from ..errors import DatasetError
-from ..measure.reference import machine_state
+from ..measure.reference import aa_floor
 from ..shards import iter_lines
 from .workloads import NOT_EXECUTED
 
@@ -151,28 +149,14 @@ def export_database(root: str | os.PathLike[str] | DatasetFolder | None, hw_id: 
 
 def kernel_noise_floor_by_cpu(root: str | os.PathLike[str] | DatasetFolder | None
                               ) -> dict[str, dict[str, Any]]:
-    """Per CPU signature: A/A pairs of kernel timings and their MAPE (median against
-    median), raw and normalised by the machine state timed beside each side."""
+    """Per CPU signature: the A/A floor of kernel timings (:func:`aa_floor`), from the
+    ``kernel_remeasure`` lines of the folder's ``noise/``."""
     folder = DatasetFolder.resolve(root)
     if not folder.noise.exists():
         return {}
     again = {o["key"]: o for o in iter_lines(folder.noise, kinds=("kernel_remeasure",))}
-    raw: dict[str, list[float]] = defaultdict(list)
-    normalised: dict[str, list[float]] = defaultdict(list)
-    for rec in _records_with(folder, again):
-        other = again[rec["key"]]
-        ratio = float(other["latency"]["median_ms"]) / float(rec["latency"]["median_ms"])
-        cpu = signature_of_hw(rec["hw"]).id
-        raw[cpu].append(abs(ratio - 1.0))
-        first, second = machine_state(rec), machine_state(other)
-        if first and second:
-            normalised[cpu].append(abs(ratio * first / second - 1.0))
-    return {cpu: {"pairs": len(e), "mape": round(float(np.mean(e)) * 100, 3),
-                  "mape_median": round(float(np.median(e)) * 100, 3),
-                  "mape_normalised": round(float(np.mean(normalised[cpu])) * 100, 3)
-                  if normalised[cpu] else None}
-            for cpu, e in sorted(raw.items())}
-
-
-def _records_with(folder: DatasetFolder, again: dict[str, Any]) -> Iterable[dict[str, Any]]:
-    return (rec for rec in kernel_records(folder) if rec["key"] in again)
+    pairs: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = defaultdict(list)
+    for rec in kernel_records(folder):
+        if rec["key"] in again:
+            pairs[signature_of_hw(rec["hw"]).id].append((rec, again[rec["key"]]))
+    return {cpu: aa_floor(p, "latency") for cpu, p in sorted(pairs.items())}

@@ -198,3 +198,23 @@ def machine_state(line: dict[str, Any]) -> float | None:
         return None
     medians = [float(reference[k]["median_ms"]) for k in REFERENCE_KERNELS if k in reference]
     return float(np.exp(np.mean(np.log(medians)))) if medians else None
+
+
+def aa_floor(pairs: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]], label: str
+             ) -> dict[str, Any]:
+    """The A/A noise floor of (first, second) measurements of the same thing: MAPE (%) and
+    median error of ``line[label]["median_ms"]`` (``whole`` for model labels, ``latency``
+    for kernel timings), raw and normalised by each side's :func:`machine_state`; only
+    pairs with the machine state on both sides count in the normalised figure."""
+    raw, normalised = [], []
+    for first, second in pairs:
+        ratio = float(second[label]["median_ms"]) / float(first[label]["median_ms"])
+        raw.append(abs(ratio - 1.0))
+        before, after = machine_state(first), machine_state(second)
+        if before is not None and after is not None:
+            normalised.append(abs(ratio * before / after - 1.0))
+    return {"pairs": len(raw),
+            "mape": float(np.mean(raw) * 100) if raw else None,
+            "mape_median": float(np.median(raw) * 100) if raw else None,
+            "pairs_normalised": len(normalised),
+            "mape_normalised": float(np.mean(normalised) * 100) if normalised else None}
