@@ -129,7 +129,8 @@ def kernel_statics(func: tirx.PrimFunc, target: tvm.target.Target,
     the feature cache (:mod:`gnnperf.feature_cache`), so a kernel is analysed once.
     """
     cache = default_cache()
-    key = f"{kernel_hash(func):016x}|{target_key(target)}|{int(ms_features)}"
+    struct_hash = f"{kernel_hash(func):016x}"
+    key = f"{struct_hash}|{target_key(target)}|{int(ms_features)}"
     if cache is not None and (hit := cache.get("kernel", key)) is not None:
         return KernelStatics(**hit)
     missing: list[str] = []
@@ -145,7 +146,7 @@ def kernel_statics(func: tirx.PrimFunc, target: tvm.target.Target,
     loops = attempt("loops", lambda: loop_features(func), {})
     msf = attempt("ms_features", lambda: ms_store_features(func, target), []) \
         if ms_features else []
-    statics = KernelStatics(flops, loops, msf, f"{kernel_hash(func):016x}", missing)
+    statics = KernelStatics(flops, loops, msf, struct_hash, missing)
     if cache is not None:
         cache.put("kernel", key, asdict(statics))
     return statics

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import tvm
 from tqdm import tqdm
 
@@ -29,9 +28,9 @@ from ..collect import Collector, CollectSummary, package_versions
 from ..dataset_folder import DatasetFolder
 from ..errors import DatasetError, GnnperfError, one_line
 from ..hardware import HardwareSpec
-from ..lowering import compile_lowered, export_executable, lower
-from ..measure import MeasureSettings, WorkerPool, make_inputs, wait_for_quiet
-from ..measure.local import FuncBatch, capture_kernel_inputs, time_funcs
+from ..lowering import lower
+from ..measure import MeasureSettings, WorkerPool, wait_for_quiet
+from ..measure.local import FuncBatch, time_funcs
 from ..measure.reference import reference_library
 from ..measure.results import FuncTiming
 from ..onnx_import import import_to_relax, load_onnx
@@ -42,6 +41,7 @@ from .workloads import (
     Candidate,
     KernelWorkload,
     candidates,
+    capture_inputs,
     compile_candidates,
     model_workloads,
 )
@@ -70,18 +70,26 @@ class KernelSummary(CollectSummary):
                 f"{self.tuned.line()}")
 
 
-def done_pairs(folder: Path) -> tuple[set[str], set[str]]:
-    """``workload|hw_id`` pairs finished under ``folder``: all of them (measured, failed
-    or never executed), and those that count as covered for a ``tuned`` build
-    (measured, or never executed)."""
+def _progress(folder: Path) -> tuple[set[str], set[str], set[str], set[tuple[str, str]]]:
+    """What a collector resumes from, in one pass over ``folder``'s shards: the
+    ``workload|hw_id`` pairs finished (measured, failed or never executed), those that
+    count as covered for a ``tuned`` build (measured, or never executed), the workloads
+    and the (model, ISA) pairs already written."""
     done: set[str] = set()
     covered: set[str] = set()
-    if folder.exists():
-        for o in iter_lines(folder, kinds=("kernel_done", "kernel_failure")):
+    workloads: set[str] = set()
+    models: set[tuple[str, str]] = set()
+    kinds = ("kernel_done", "kernel_failure", "kernel_workload", "kernel_model")
+    for o in iter_lines(folder, kinds=kinds) if folder.exists() else ():
+        if o["kind"] == "kernel_workload":
+            workloads.add(o["workload_id"])
+        elif o["kind"] == "kernel_model":
+            models.add((o["model_id"], o["isa"]))
+        else:
             done.add(o["key"])
             if o["kind"] == "kernel_done" or o["stage"] == NOT_EXECUTED:
                 covered.add(o["key"])
-    return done, covered
+    return done, covered, workloads, models
 
 
 class KernelCollector:
@@ -93,7 +101,8 @@ class KernelCollector:
                  shard_prefix: str | None = None, tuned: bool = True) -> None:
         if schedules < 1:
             raise GnnperfError(f"--schedules must be at least 1, got {schedules}")
-        self.folder = DatasetFolder.resolve(out).kernels
+        self.root = DatasetFolder.resolve(out)
+        self.folder = self.root.kernels
         self.tuned = tuned
         self.schedules = schedules
         self.settings = settings or MeasureSettings(quiet_timeout_s=float("inf"))
@@ -101,12 +110,8 @@ class KernelCollector:
         self.isas: dict[str, list[int]] = {}
         for isa, threads in hw:
             self.isas.setdefault(isa, []).append(threads)
-        self.root = DatasetFolder.resolve(out)
-        self.done, self.covered = done_pairs(self.folder)
-        self.workloads_written = {o["workload_id"] for o in iter_lines(
-            self.folder, kinds=("kernel_workload",))} if self.folder.exists() else set()
-        self.models_written = {(o["model_id"], o["isa"]) for o in iter_lines(
-            self.folder, kinds=("kernel_model",))} if self.folder.exists() else set()
+        self.done, self.covered, self.workloads_written, self.models_written = \
+            _progress(self.folder)
         host = socket.gethostname().split(".")[0] or "host"
         self.writer = ShardWriter(self.folder, shard_prefix or f"kernels-{host}")
         self.hw_specs: dict[tuple[str, int], HardwareSpec] = {}
@@ -187,19 +192,14 @@ class KernelCollector:
                         hws: list[HardwareSpec], summary: KernelSummary) -> None:
         """Capture the model's kernel inputs in one run, then time each workload's schedules."""
         with tempfile.TemporaryDirectory(prefix="gnnperf-kernels-") as tmp:
-            lib = export_executable(compile_lowered(lowered), Path(tmp) / "model.so")
-            inputs = Path(tmp) / "inputs.npz"
-            arrays = make_inputs(dict(spec.inputs), seed=spec.seed)
-            np.savez(inputs, **{f"arg{i}": a for i, a in enumerate(arrays)})
             wait_for_quiet(self.settings.max_other_load, None)
-            captured = set(capture_kernel_inputs(lib, inputs, Path(tmp) / "args",
-                                                 self.workers.get(hws[-1].threads),
-                                                 self.settings))
+            captured = capture_inputs(spec, lowered, Path(tmp),
+                                      self.workers.get(hws[-1].threads), self.settings)
             for w in todo:
-                self.collect_workload(w, spec, hws, Path(tmp) / "args", captured, summary)
+                self.collect_workload(w, spec, hws, captured, summary)
 
     def collect_workload(self, w: KernelWorkload, spec: zoo.ModelSpec,
-                         hws: Sequence[HardwareSpec], args_dir: Path, captured: set[str],
+                         hws: Sequence[HardwareSpec], captured: dict[str, Path],
                          summary: KernelSummary) -> None:
         """Draw, compile and time the schedules of one workload on each hardware config."""
         from tvm.s_tir.meta_schedule.database import Workload
@@ -240,7 +240,7 @@ class KernelCollector:
                                for j, why in dropped.items()}
                 names = [f"cand{j}" for j in kept]
                 cands, features = [cands[j] for j in kept], [features[j] for j in kept]
-                args = args_dir / f"{w.name}.npz"
+                args = captured[w.name]
                 for h in pending:
                     stage = "measure"
                     start = time.perf_counter()
@@ -273,16 +273,14 @@ class KernelCollector:
                 features: dict[str, Any]) -> None:
         import tvm_ffi
         from tvm.s_tir.meta_schedule.arg_info import ArgInfo
-        from tvm.s_tir.meta_schedule.database import TuningRecord, Workload
+        from tvm.s_tir.meta_schedule.database import TuningRecord
 
-        run_secs = [v / 1e3 for v in timing.stats.samples_ms]
-        record = TuningRecord(cand.trace, Workload(w.module()), run_secs, hw.target(),
+        db = self.databases[hw.hw_id]
+        record = TuningRecord(cand.trace, db.commit_workload(w.module()),
+                              [v / 1e3 for v in timing.stats.samples_ms], hw.target(),
                               ArgInfo.from_prim_func(w.func))
         if cand.seeds:  # the tuned build's database learns of it at once
-            db = self.databases[hw.hw_id]
-            db.commit_tuning_record(TuningRecord(cand.trace, db.commit_workload(w.module()),
-                                                 run_secs, hw.target(),
-                                                 ArgInfo.from_prim_func(w.func)))
+            db.commit_tuning_record(record)
         cand_id = f"{int(tvm_ffi.structural_hash(cand.func)) & 0xFFFFFFFFFFFF:012x}"
         self.writer.append({
             "kind": "kernel_record", "key": f"{w.workload_id}|{hw.hw_id}|{cand_id}",

@@ -35,39 +35,50 @@ def kernel_records(root: str | os.PathLike[str] | DatasetFolder | None = None,
 
 
 def kernel_stats(root: str | os.PathLike[str] | DatasetFolder | None = None) -> dict[str, Any]:
-    """The kernel dataset's size, as ``gnnperf dataset stats`` prints it.
+    """The kernel dataset's size, cost and noise floor, as ``gnnperf dataset stats`` prints
+    it, from one pass over the kernel shards.
 
     ``schedules_per_workload_median``: per workload, the distinct sampled schedules
     measured (on any hardware config; the unscheduled kernel not counted).
+    ``kernel_noise_floor_by_cpu``: per CPU signature, the A/A floor (:func:`aa_floor`)
+    of the ``kernel_remeasure`` lines of the folder's ``noise/``.
     """
-    folder = _kernels_folder(root)
+    folder = DatasetFolder.resolve(root)
+    again = {o["key"]: o for o in iter_lines(folder.noise, kinds=("kernel_remeasure",))} \
+        if folder.noise.exists() else {}
     measurements = 0
     sampled: dict[str, set[str]] = defaultdict(set)
     workloads: set[str] = set()
     cpus: set[str] = set()
     pairs: set[tuple[str, str]] = set()
-    for rec in kernel_records(root):
-        measurements += 1
-        workloads.add(rec["workload_id"])
-        pairs.add((rec["workload_id"], rec["hw_id"]))
-        if rec["schedule"] != "unscheduled":
-            sampled[rec["workload_id"]].add(rec["key"].rsplit("|", 1)[-1])
-        cpus.add(signature_of_hw(rec["hw"]).id)
-    stages = Counter(o["stage"] for o in iter_lines(folder, kinds=("kernel_failure",))) \
-        if folder.exists() else Counter()
-    not_executed = stages.pop(NOT_EXECUTED, 0)
-    counts = [len(sampled.get(w, ())) for w in workloads]
+    stages: Counter[str] = Counter()
+    noise: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = defaultdict(list)
     # cost: sampling and compiling once per workload, timing once per hardware config
     timed = cost_s = 0.0
-    seen: set[str] = set()
-    for done in (iter_lines(folder, kinds=("kernel_done",)) if folder.exists() else ()):
-        wid = done["key"].split("|", 1)[0]
-        if "measure_s" not in done or "sample_s" not in done:
-            continue
-        timed += done["candidates"]
-        cost_s += done["measure_s"] + (0.0 if wid in seen else
-                                       done["sample_s"] + done["compile_s"])
-        seen.add(wid)
+    costed: set[str] = set()
+    kinds = ("kernel_record", "kernel_failure", "kernel_done")
+    for o in iter_lines(folder.kernels, kinds=kinds) if folder.kernels.exists() else ():
+        if o["kind"] == "kernel_failure":
+            stages[o["stage"]] += 1
+        elif o["kind"] == "kernel_done":
+            wid = o["key"].split("|", 1)[0]
+            if "measure_s" in o and "sample_s" in o:
+                timed += o["candidates"]
+                cost_s += o["measure_s"] + (0.0 if wid in costed else
+                                            o["sample_s"] + o["compile_s"])
+                costed.add(wid)
+        else:
+            measurements += 1
+            workloads.add(o["workload_id"])
+            pairs.add((o["workload_id"], o["hw_id"]))
+            if o["schedule"] != "unscheduled":
+                sampled[o["workload_id"]].add(o["key"].rsplit("|", 1)[-1])
+            cpu = signature_of_hw(o["hw"]).id
+            cpus.add(cpu)
+            if o["key"] in again:
+                noise[cpu].append((o, again[o["key"]]))
+    not_executed = stages.pop(NOT_EXECUTED, 0)
+    counts = [len(sampled.get(w, ())) for w in workloads]
     return {
         "kernel_measurements": measurements,
         "kernel_workloads": len(workloads),
@@ -79,7 +90,8 @@ def kernel_stats(root: str | os.PathLike[str] | DatasetFolder | None = None) -> 
         "kernel_failures_by_stage": dict(stages),
         "kernel_workloads_not_executed": not_executed,
         "kernel_measurements_per_hour": round(timed / cost_s * 3600) if cost_s else None,
-        "kernel_noise_floor_by_cpu": kernel_noise_floor_by_cpu(root),
+        "kernel_noise_floor_by_cpu": {cpu: aa_floor(p, "latency")
+                                      for cpu, p in sorted(noise.items())},
     }
 
 
@@ -149,14 +161,5 @@ def export_database(root: str | os.PathLike[str] | DatasetFolder | None, hw_id: 
 
 def kernel_noise_floor_by_cpu(root: str | os.PathLike[str] | DatasetFolder | None
                               ) -> dict[str, dict[str, Any]]:
-    """Per CPU signature: the A/A floor of kernel timings (:func:`aa_floor`), from the
-    ``kernel_remeasure`` lines of the folder's ``noise/``."""
-    folder = DatasetFolder.resolve(root)
-    if not folder.noise.exists():
-        return {}
-    again = {o["key"]: o for o in iter_lines(folder.noise, kinds=("kernel_remeasure",))}
-    pairs: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = defaultdict(list)
-    for rec in kernel_records(folder):
-        if rec["key"] in again:
-            pairs[signature_of_hw(rec["hw"]).id].append((rec, again[rec["key"]]))
-    return {cpu: aa_floor(p, "latency") for cpu, p in sorted(pairs.items())}
+    """Per CPU signature: the A/A floor of kernel timings (see :func:`kernel_stats`)."""
+    return kernel_stats(root)["kernel_noise_floor_by_cpu"]

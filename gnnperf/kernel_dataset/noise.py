@@ -19,31 +19,32 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import tvm
-
 from .. import zoo
 from ..collect import CollectSummary
 from ..cpu_identity import signature_of_hw
 from ..dataset_folder import DatasetFolder
 from ..errors import one_line
 from ..hardware import HardwareSpec
-from ..lowering import compile_lowered, export_executable, lower
-from ..measure import MeasureSettings, WorkerPool, make_inputs
-from ..measure.local import capture_kernel_inputs, time_funcs
+from ..lowering import lower
+from ..measure import MeasureSettings, WorkerPool
+from ..measure.local import time_funcs
 from ..measure.reference import reference_library
 from ..onnx_import import import_to_relax, load_onnx
 from ..shards import ShardWriter, iter_lines
 from .database import kernel_records
+from .workloads import Candidate, capture_inputs, compile_candidates
 
 
-def _programs(recs: list[dict[str, Any]], workload_json: Any) -> list[Any]:
-    """The PrimFunc each record timed, rebuilt by replaying its trace on its workload."""
+def _candidates(recs: list[dict[str, Any]], workload_json: Any) -> list[Candidate]:
+    """The program each record timed, rebuilt by replaying its trace on its workload."""
     from tvm.s_tir.meta_schedule.database import TuningRecord, Workload
 
     workload = Workload.from_json(workload_json)
-    return [TuningRecord.from_json(r["ms_record"], workload).as_measure_candidate().sch
-            .mod["main"] for r in recs]
+    out = []
+    for rec in recs:
+        sch = TuningRecord.from_json(rec["ms_record"], workload).as_measure_candidate().sch
+        out.append(Candidate(sch.mod["main"], sch.trace, list(rec["seeds"])))
+    return out
 
 
 def remeasure_kernels(root: str | os.PathLike[str] | DatasetFolder | None, count: int, *,
@@ -99,28 +100,22 @@ def _remeasure_model(spec: zoo.ModelSpec, groups: list[list[dict[str, Any]]],
     lowered = lower(import_to_relax(load_onnx(zoo.export_onnx(spec))), first.target(),
                     "sampled:0")
     with tempfile.TemporaryDirectory(prefix="gnnperf-kernel-noise-") as tmp:
-        lib = export_executable(compile_lowered(lowered), Path(tmp) / "model.so")
-        inputs = Path(tmp) / "inputs.npz"
-        arrays = make_inputs(dict(spec.inputs), seed=spec.seed)
-        np.savez(inputs, **{f"arg{i}": a for i, a in enumerate(arrays)})
-        capture_kernel_inputs(lib, inputs, Path(tmp) / "args", workers.get(first.threads),
-                              settings)
+        captured = capture_inputs(spec, lowered, Path(tmp), workers.get(first.threads),
+                                  settings)
         for j, recs in enumerate(groups):
             hw = HardwareSpec.from_dict(recs[0]["hw"])
-            names = [f"cand{k}" for k in range(len(recs))]
-            mod = tvm.IRModule({n: f.with_attr("global_symbol", n)
-                                for n, f in zip(names, _programs(
-                                    recs, workloads[recs[0]["workload_id"]]), strict=True)})
-            cands = Path(tmp) / f"cands{j}.so"
-            tvm.compile(mod, hw.target()).export_library(str(cands))
-            batch = time_funcs(cands, dict.fromkeys(names, Path(tmp) / "args" /
-                                                    f"{recs[0]['kernel']}.npz"),
+            lib = Path(tmp) / f"cands{j}.so"
+            # under the collector's time limits: code generation can run away here too
+            kept, dropped = compile_candidates(
+                _candidates(recs, workloads[recs[0]["workload_id"]]), hw.target(), lib)
+            summary.failed += len(dropped)
+            batch = time_funcs(lib, {f"cand{k}": captured[recs[0]["kernel"]] for k in kept},
                                workers.get(hw.threads), settings=settings,
                                reference=reference_library(hw))
-            for rec, timing in zip(recs, batch.timings, strict=True):
-                writer.append({"kind": "kernel_remeasure", "key": rec["key"],
+            for k, timing in zip(kept, batch.timings, strict=True):
+                writer.append({"kind": "kernel_remeasure", "key": recs[k]["key"],
                                "latency": timing.stats.label(), "slowdown": timing.slowdown,
                                "reference": batch.reference, "other_load": batch.other_load,
-                               "first_created_at": rec["created_at"],
+                               "first_created_at": recs[k]["created_at"],
                                "created_at": time.time()})
                 summary.done += 1

@@ -11,7 +11,10 @@ from tvm import tirx
 
 from ..builds import kernel_hash, sample_traced_schedule
 from ..errors import GnnperfError
-from ..lowering import LoweredModel
+from ..lowering import LoweredModel, compile_lowered, export_executable
+from ..measure import MeasureSettings, MeasureWorker, make_inputs
+from ..measure.local import capture_kernel_inputs
+from ..zoo import ModelSpec
 
 #: the stage of a workload that its model never runs as a kernel (not a failure)
 NOT_EXECUTED = "not-executed"
@@ -45,6 +48,17 @@ def model_workloads(lowered: LoweredModel) -> list[KernelWorkload]:
         wid = workload_id(func)
         seen.setdefault(wid, KernelWorkload(wid, name, func))
     return list(seen.values())
+
+
+def capture_inputs(spec: ModelSpec, lowered: LoweredModel, folder: Path, worker: MeasureWorker,
+                   settings: MeasureSettings) -> dict[str, Path]:
+    """Compile ``spec``'s lowered model and run it once in ``worker``, saving each kernel's
+    argument tensors under ``folder``: kernel name → its ``.npz``, the inputs its timings
+    use, with the values the kernel sees inside the model."""
+    lib = export_executable(compile_lowered(lowered), folder / "model.so")
+    names = capture_kernel_inputs(lib, make_inputs(dict(spec.inputs), seed=spec.seed),
+                                  folder / "args", worker, settings)
+    return {name: folder / "args" / f"{name}.npz" for name in names}
 
 
 @dataclass

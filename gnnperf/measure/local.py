@@ -108,15 +108,17 @@ def _score(m: Measurement) -> float:
 # -- kernels alone (the kernel dataset; the worker's side is :mod:`.kernels`) -------------
 
 
-def capture_kernel_inputs(lib_path: str | os.PathLike[str], inputs_path: str | os.PathLike[str],
+def capture_kernel_inputs(lib_path: str | os.PathLike[str], arrays: Sequence[np.ndarray],
                           out_dir: str | os.PathLike[str], worker: MeasureWorker,
                           settings: MeasureSettings | None = None) -> list[str]:
     """Save the argument tensors of each kernel of a compiled model (one instrumented
-    run in ``worker``) under ``out_dir``; returns the kernel names saved."""
+    run in ``worker`` on ``arrays``) under ``out_dir``; returns the kernel names saved."""
     settings = settings or MeasureSettings()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
     reply = worker.request({"capture": True, "lib": str(Path(lib_path).resolve()),
-                            "inputs": str(Path(inputs_path).resolve()),
-                            "out": str(Path(out_dir).resolve())}, settings.timeout_s)
+                            "inputs": str(_write_inputs(arrays, out_dir).resolve()),
+                            "out": str(out_dir.resolve())}, settings.timeout_s)
     return list(reply["kernels"])
 
 
