@@ -17,7 +17,8 @@ from .atomic import atomic_path
 TOP_KERNELS = 12
 
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
+    """matplotlib's pyplot on the Agg backend (files only, no display needed)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -26,12 +27,13 @@ def _pyplot() -> Any:
     return plt
 
 
-def _save(fig: Any, path: str | os.PathLike[str]) -> Path:
+def save_figure(fig: Any, path: str | os.PathLike[str], **savefig: Any) -> Path:
+    """Write ``fig`` through a temp file renamed onto ``path`` (format from its suffix),
+    then close it; ``savefig`` are matplotlib's options (dpi, bbox_inches)."""
     path = Path(path)
     with atomic_path(path) as tmp:
-        fig.savefig(tmp, format=path.suffix.lstrip(".") or "png", dpi=120,
-                    bbox_inches="tight")
-    _pyplot().close(fig)
+        fig.savefig(tmp, format=path.suffix.lstrip(".") or "png", **savefig)
+    pyplot().close(fig)
     return path
 
 
@@ -39,7 +41,7 @@ def plot_breakdown(kernels: Sequence[tuple[str, float]], path: str | os.PathLike
                    title: str, top: int = TOP_KERNELS) -> Path:
     """The kernels (label, predicted ms) that make up most of the latency, each with its
     share, the rest in one bar; ``title`` says what was predicted."""
-    plt = _pyplot()
+    plt = pyplot()
     ranked = sorted(kernels, key=lambda k: k[1], reverse=True)
     total = sum(ms for _, ms in ranked) or 1.0
     labels = [f"{label} ({ms / total * 100:.1f}%)" for label, ms in ranked[:top]]
@@ -54,12 +56,12 @@ def plot_breakdown(kernels: Sequence[tuple[str, float]], path: str | os.PathLike
     ax.invert_yaxis()
     ax.set_xlabel("predicted kernel time (ms)")
     ax.set_title(title, fontsize=9)
-    return _save(fig, path)
+    return save_figure(fig, path, dpi=120, bbox_inches="tight")
 
 
 def plot_ranking(rows: Sequence[dict[str, Any]], path: str | os.PathLike[str]) -> Path:
     """Predicted latency (with its interval) against GFLOPs, one point per candidate."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 5))
     x = [r["gflop"] for r in rows]
     y = [r["latency_ms"] for r in rows]
@@ -74,4 +76,4 @@ def plot_ranking(rows: Sequence[dict[str, Any]], path: str | os.PathLike[str]) -
         ax.set_title(f"{len(rows)} models on {rows[0]['hw']}, build {rows[0]['build']}",
                      fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
-    return _save(fig, path)
+    return save_figure(fig, path, dpi=120, bbox_inches="tight")

@@ -20,11 +20,12 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from ..atomic import atomic_path, write_text
+from ..atomic import write_text
 from ..baselines import LearnedKernelModel, Roofline, measured_kernel_sum
 from ..data import LatencyDataset, dataset_stats, split_indices
 from ..errors import GnnperfError
 from ..hardware import host_of
+from ..plots import pyplot, save_figure
 from ..training import TrainConfig, metrics, train_model
 
 #: GNN variants on the kernel graph; ``gnn_onnx_graph`` trains ``gnn`` on operator graphs.
@@ -242,11 +243,6 @@ def run(root: str | Path | None, out: Path, cfg: BenchConfig, command: str) -> d
     return report
 
 
-def _save_figure(fig: Any, path: Path) -> None:
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=110, format="png")
-
-
 def _compile_measure_seconds(ds: LatencyDataset) -> float | None:
     from ..shards import latest_records
 
@@ -256,11 +252,7 @@ def _compile_measure_seconds(ds: LatencyDataset) -> float | None:
 
 
 def _plots(raw: dict[str, Any], out: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     if "random" in raw:
         run0 = raw["random"][0][1]
         methods = list(run0)
@@ -277,8 +269,7 @@ def _plots(raw: dict[str, Any], out: Path) -> None:
         for ax in list(axes.flat)[len(methods):]:
             ax.axis("off")
         fig.tight_layout()
-        _save_figure(fig, out / "scatter_random.png")
-        plt.close(fig)
+        save_figure(fig, out / "scatter_random.png", dpi=110)
         fig, ax = plt.subplots(figsize=(6, 4))
         for method in methods:
             pred, true, _ = run0[method]
@@ -290,8 +281,7 @@ def _plots(raw: dict[str, Any], out: Path) -> None:
         ax.set_ylabel("fraction of models")
         ax.legend(fontsize=7)
         fig.tight_layout()
-        _save_figure(fig, out / "error_cdf_random.png")
-        plt.close(fig)
+        save_figure(fig, out / "error_cdf_random.png", dpi=110)
     if "leave_family_out" in raw:
         fams, gnn, best = [], [], []
         for family, run0 in raw["leave_family_out"]:
@@ -308,8 +298,7 @@ def _plots(raw: dict[str, Any], out: Path) -> None:
         ax.set_ylabel("MAPE % (held-out family)")
         ax.legend()
         fig.tight_layout()
-        _save_figure(fig, out / "per_family_lofo.png")
-        plt.close(fig)
+        save_figure(fig, out / "per_family_lofo.png", dpi=110)
 
 
 LEARNED_ADDITIVE = ("learned_kernel_sum", "roofline", "critical_path")
