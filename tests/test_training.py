@@ -156,6 +156,13 @@ def test_out_of_distribution_hardware_warns(trained: Path) -> None:
     far = HardwareSpec.from_dict({**spec.to_dict(), "peak_gflops": spec.peak_gflops * 64})
     assert any("peak_gflops" in r for r in predictor.check_inputs(far, "sampled:0"))
     assert any("build 'default'" in r for r in predictor.check_inputs(spec, "default"))
+    # a busier or quieter moment on the same machine is not another machine; 8x is
+    lo_ms, hi_ms = (2 ** v for v in predictor.payload["hw_ranges"]["log2_ref_gemm_ms"])
+    for ms, flagged in ((hi_ms * 1.8, False), (lo_ms / 1.8, False), (hi_ms * 8, True)):
+        drifted = HardwareSpec.from_dict({**spec.to_dict(), "reference_ms": {
+            **spec.reference_ms, "gemm": ms}})
+        assert any("ref_gemm_ms" in r for r in predictor.check_inputs(
+            drifted, "sampled:0")) is flagged, ms
     # an ISA the checkpoint never saw is named, with the in-distribution alternative
     v2 = HardwareSpec.from_dict({**spec.to_dict(), "isa": "x86-64-v2"})
     assert any("ISA x86-64-v2 was not in the training hardware (x86-64-v3); "
