@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import random
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -34,7 +33,9 @@ from .data import FeatureScaler, LatencyDataset, feature_names, split_indices
 from .errors import CheckpointError, GnnperfError, TrainingConfigError, one_line
 from .hardware import FEATURE_NAMES as HW_FEATURE_NAMES
 from .hardware import ISA_LEVELS, host_of
+from .metrics import breakdown, metrics
 from .model import EnsembleGNN, LatencyGNN, ModelConfig
+from .seeding import seed_everything
 
 #: Version of the checkpoint layout (2: an ensemble of members).
 CHECKPOINT_FORMAT = 2
@@ -107,30 +108,6 @@ class TrainConfig:
         return asdict(self)
 
 
-def metrics(pred_ms: np.ndarray, true_ms: np.ndarray) -> dict[str, float]:
-    """MAPE, RMSPE, Acc@5%/10% (percent) and rank correlations."""
-    pred_ms, true_ms = np.asarray(pred_ms, float), np.asarray(true_ms, float)
-    rel = (pred_ms - true_ms) / true_ms
-    out = {
-        "mape": float(np.mean(np.abs(rel)) * 100),
-        "rmspe": float(np.sqrt(np.mean(rel**2)) * 100),
-        "acc5": float(np.mean(np.abs(rel) <= 0.05) * 100),
-        "acc10": float(np.mean(np.abs(rel) <= 0.10) * 100),
-        "n": int(len(true_ms)),
-    }
-    if len(true_ms) > 2:
-        out["spearman"] = float(sps.spearmanr(pred_ms, true_ms).statistic)
-        out["kendall"] = float(sps.kendalltau(pred_ms, true_ms).statistic)
-    return out
-
-
-def breakdown(pred_ms: np.ndarray, true_ms: np.ndarray, labels: Sequence[str]
-              ) -> dict[str, dict[str, float]]:
-    """:func:`metrics` per label (a machine, a build): where the error lives."""
-    pred_ms, true_ms, tags = np.asarray(pred_ms), np.asarray(true_ms), np.asarray(labels)
-    return {str(k): metrics(pred_ms[tags == k], true_ms[tags == k]) for k in sorted(set(labels))}
-
-
 def error_breakdowns(pred_ms: np.ndarray, true_ms: np.ndarray, dataset: LatencyDataset,
                     indices: Sequence[int]) -> dict[str, dict[str, dict[str, float]]]:
     """Test metrics per machine (hosts differ in their noise floor, datasets/README.md)
@@ -140,13 +117,6 @@ def error_breakdowns(pred_ms: np.ndarray, true_ms: np.ndarray, dataset: LatencyD
                                   [host_of(dataset[i].hw_id) for i in indices]),
         "test_by_build": breakdown(pred_ms, true_ms, [str(dataset[i].build) for i in indices]),
     }
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-    torch.use_deterministic_algorithms(True, warn_only=True)
 
 
 @dataclass

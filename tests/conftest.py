@@ -11,6 +11,8 @@ import pytest
 import torch
 from torch import nn
 
+from gnnperf.measure import MeasureSettings
+
 
 class TinyCNN(nn.Module):
     """Conv-BN-ReLU stack with a residual add and a linear head."""
@@ -130,6 +132,26 @@ def _hardware_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     import os
 
     os.environ["GNNPERF_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+
+
+#: tiny kernel-timing settings and hardware of the kernel dataset fixture
+KERNEL_SETTINGS = MeasureSettings(kernel_repeat=3, kernel_min_repeat_ms=1, quiet_timeout_s=5,
+                                  kernel_slow_retries=0, slow_wait_s=1.0)
+KERNEL_HW = [("x86-64-v3", 1)]
+
+
+@pytest.fixture(scope="session")
+def kernel_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The kernel dataset of one tiny model: every workload, 3 schedule seeds, timed."""
+    from gnnperf import zoo
+    from gnnperf.kernel_dataset import collect_kernels
+
+    root = tmp_path_factory.mktemp("kernels")
+    summary = collect_kernels(root, [zoo.tiny_spec("mixer")], KERNEL_HW, schedules=3,
+                              settings=KERNEL_SETTINGS, progress=False)
+    assert summary.failed == 0, summary.line()
+    assert summary.done > 0 and summary.measurements > summary.done
+    return root
 
 
 @pytest.fixture(scope="session")

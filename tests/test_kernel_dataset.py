@@ -6,6 +6,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
+from conftest import KERNEL_HW as HW
+from conftest import KERNEL_SETTINGS as TINY
 
 from gnnperf import zoo
 from gnnperf.hardware import HardwareSpec
@@ -15,22 +17,7 @@ from gnnperf.kernel_dataset import (
     kernel_records,
     kernel_stats,
 )
-from gnnperf.measure import MeasureSettings
 from gnnperf.shards import iter_lines
-
-TINY = MeasureSettings(kernel_repeat=3, kernel_min_repeat_ms=1, quiet_timeout_s=5,
-                       kernel_slow_retries=0, slow_wait_s=1.0)
-HW = [("x86-64-v3", 1)]
-
-
-@pytest.fixture(scope="module")
-def kernel_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("kernels")
-    summary = collect_kernels(root, [zoo.tiny_spec("mixer")], HW, schedules=3,
-                              settings=TINY, progress=False)
-    assert summary.failed == 0, summary.line()
-    assert summary.done > 0 and summary.measurements > summary.done
-    return root
 
 
 def test_each_workload_gets_its_unscheduled_kernel_and_distinct_schedules(

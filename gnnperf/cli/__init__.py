@@ -4,8 +4,9 @@ Every :class:`gnnperf.errors.GnnperfError` becomes one line on stderr and exit
 code 2; ``--debug`` shows the traceback instead.
 
 The subcommands live in :mod:`.measuring` (graph, measure, collect, collect-kernels, hw),
-:mod:`.modelling` (train, predict, rank, bench) and :mod:`.datasets` (dataset); their shared
-helpers in :mod:`.common`. Heavy libraries (torch, TVM) are imported only inside the commands.
+:mod:`.modelling` (train, train-kernels, predict, rank, bench) and :mod:`.datasets`
+(dataset); their shared helpers in :mod:`.common`. Heavy libraries (torch, TVM) are
+imported only inside the commands.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ _REGISTER = (
     measuring.register_collect,
     measuring.register_collect_kernels,
     modelling.register_train,
+    modelling.register_train_kernels,
     modelling.register_predict,
     modelling.register_rank,
     datasets.register_dataset,

@@ -1,4 +1,5 @@
-"""Subcommands around the latency GNN: ``train``, ``predict``, ``rank`` and ``bench``."""
+"""Subcommands around the models: ``train``, ``train-kernels``, ``predict``, ``rank`` and
+``bench``."""
 
 from __future__ import annotations
 
@@ -177,6 +178,55 @@ def register_train(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train the latency GNN (same as python train.py)")
     add_train_args(p)
     p.set_defaults(func=cmd_train)
+
+
+def cmd_train_kernels(args: argparse.Namespace) -> int:
+    from ..kernel_model import (
+        KernelTrainConfig,
+        load_kernel_table,
+        save_kernel_model,
+        train_kernel_model,
+    )
+
+    cfg = KernelTrainConfig(epochs=args.epochs, patience=args.patience, seed=args.seed,
+                            rank_weight=args.rank_weight,
+                            drop_prefixes=tuple(args.drop_features or ()))
+    table = load_kernel_table(args.root)
+    result = train_kernel_model(table, cfg)
+    path = save_kernel_model(result, cfg, table, args.out)
+    if args.json:
+        print_json(result.metrics)
+    else:
+        w = result.metrics["workloads"]
+        print(f"{len(table)} schedules of {sum(w.values())} workloads: {w['train']} train / "
+              f"{w['val']} val / {w['test']} test, best epoch {result.best_epoch}")
+        for split in ("val", "test"):
+            m = result.metrics.get(split)
+            if m is None:
+                continue
+            tuned = m.get("tuned", {}).get("mape", float("nan"))
+            print(f"{split}: schedule MAPE {m['schedules']['mape']:.1f}%  within-workload "
+                  f"Spearman {m['group_spearman']:.3f}  top-1 regret "
+                  f"{m['top1_regret_pct']:.1f}%  tuned MAPE {tuned:.1f}%")
+    print(f"kernel model: {path}")
+    return 0
+
+
+def register_train_kernels(sub: argparse._SubParsersAction) -> None:
+    """``gnnperf train-kernels``: the kernel cost model, on the kernel dataset."""
+    p = sub.add_parser("train-kernels", help="train the kernel cost model on the kernel "
+                                             "dataset (per-schedule latency and ranking)")
+    p.add_argument("--root", default=None, help="dataset folder (default: the shipped one)")
+    p.add_argument("--out", type=Path, default=Path("checkpoints") / "kernel_model.pt")
+    p.add_argument("--epochs", type=int, default=300)
+    p.add_argument("--patience", type=int, default=30)
+    p.add_argument("--seed", type=int, default=0, help="model seed and workload split")
+    p.add_argument("--rank-weight", type=float, default=1.0,
+                   help="weight of the within-workload ranking loss (0: pointwise only)")
+    p.add_argument("--drop-features", nargs="*", metavar="PREFIX",
+                   help="zero the feature columns starting with these (ablations: sched_)")
+    p.add_argument("--json", action="store_true", help="print every figure as JSON")
+    p.set_defaults(func=cmd_train_kernels)
 
 
 def register_predict(sub: argparse._SubParsersAction) -> None:

@@ -1,0 +1,46 @@
+"""The kernel cost model: per-schedule latency from the kernel dataset.
+
+Every learned estimator starts here: the additive baseline sums its predictions and the
+GNN reads its embedding and predicted time on every node. Modules: :mod:`.dataset` (the
+kernel shards as a feature table), :mod:`.model` (the network and its two heads) and
+:mod:`.training` (losses, early stopping, figures, checkpoints).
+"""
+
+from __future__ import annotations
+
+from .dataset import (
+    KernelTable,
+    group_split,
+    kernel_feature_names,
+    kernel_input_vector,
+    load_kernel_table,
+)
+from .model import KernelCostModel, KernelModelConfig
+from .training import (
+    KernelTrainConfig,
+    KernelTrainResult,
+    evaluate,
+    load_kernel_model,
+    rank_loss,
+    ranking_metrics,
+    save_kernel_model,
+    train_kernel_model,
+)
+
+__all__ = [
+    "KernelCostModel",
+    "KernelModelConfig",
+    "KernelTable",
+    "KernelTrainConfig",
+    "KernelTrainResult",
+    "evaluate",
+    "group_split",
+    "kernel_feature_names",
+    "kernel_input_vector",
+    "load_kernel_model",
+    "load_kernel_table",
+    "rank_loss",
+    "ranking_metrics",
+    "save_kernel_model",
+    "train_kernel_model",
+]

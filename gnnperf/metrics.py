@@ -1,0 +1,32 @@
+"""Accuracy figures shared by every estimator: errors in percent and rank agreement."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from scipy import stats as sps
+
+
+def metrics(pred_ms: np.ndarray, true_ms: np.ndarray) -> dict[str, float]:
+    """MAPE, RMSPE, Acc@5%/10% (percent) and rank correlations."""
+    pred_ms, true_ms = np.asarray(pred_ms, float), np.asarray(true_ms, float)
+    rel = (pred_ms - true_ms) / true_ms
+    out = {
+        "mape": float(np.mean(np.abs(rel)) * 100),
+        "rmspe": float(np.sqrt(np.mean(rel**2)) * 100),
+        "acc5": float(np.mean(np.abs(rel) <= 0.05) * 100),
+        "acc10": float(np.mean(np.abs(rel) <= 0.10) * 100),
+        "n": int(len(true_ms)),
+    }
+    if len(true_ms) > 2:
+        out["spearman"] = float(sps.spearmanr(pred_ms, true_ms).statistic)
+        out["kendall"] = float(sps.kendalltau(pred_ms, true_ms).statistic)
+    return out
+
+
+def breakdown(pred_ms: np.ndarray, true_ms: np.ndarray, labels: Sequence[str]
+              ) -> dict[str, dict[str, float]]:
+    """:func:`metrics` per label (a machine, a build): where the error lives."""
+    pred_ms, true_ms, tags = np.asarray(pred_ms), np.asarray(true_ms), np.asarray(labels)
+    return {str(k): metrics(pred_ms[tags == k], true_ms[tags == k]) for k in sorted(set(labels))}

@@ -1,0 +1,206 @@
+"""The kernel cost model: schedule features from traces, the table, losses, training."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from gnnperf.cli import main
+from gnnperf.errors import CheckpointError
+from gnnperf.features.schedule import SCHEDULE_FEATURE_NAMES, schedule_feature_vector
+from gnnperf.kernel_dataset import kernel_records
+from gnnperf.kernel_model import (
+    KernelTable,
+    KernelTrainConfig,
+    evaluate,
+    group_split,
+    load_kernel_model,
+    load_kernel_table,
+    rank_loss,
+    ranking_metrics,
+    save_kernel_model,
+    train_kernel_model,
+)
+
+HW_ARGS = dict(simd_width=8, threads=2, l1d_kb=32, l2_kb=1024)
+
+
+def _features(trace: list | None, parallel_extent: float = 1.0) -> dict[str, float]:
+    vec = schedule_feature_vector(trace, parallel_extent=parallel_extent, **HW_ARGS)
+    assert len(vec) == len(SCHEDULE_FEATURE_NAMES)
+    return dict(zip(SCHEDULE_FEATURE_NAMES, vec, strict=True))
+
+
+def test_schedule_features_read_the_decisions_and_meet_the_hardware() -> None:
+    insts = [
+        ["GetSBlock", [], ["C", "main"], ["b0"]],
+        ["GetLoops", ["b0"], [], ["l1", "l2", "l3"]],
+        ["SamplePerfectTile", ["l1"], [4, 64], ["v4", "v5", "v6", "v7"]],
+        ["SamplePerfectTile", ["l2"], [4, 64], ["v8", "v9", "v10", "v11"]],
+        ["SamplePerfectTile", ["l3"], [2, 64], ["v12", "v13"]],
+        ["Annotate", ["b0", 32], ["meta_schedule.parallel"], []],
+        ["Annotate", ["b0", 64], ["meta_schedule.vectorize"], []],
+        ["SampleCategorical", [], [[0, 16, 64, 512], [0.25] * 4], ["v14"]],
+        ["SampleComputeLocation", ["b0"], [], ["l15"]],
+        ["ComputeInline", ["b0"], [], []],
+        ["Annotate", ["l1", 64], ["pragma_auto_unroll_max_step"], []],
+    ]
+    decisions = [[2, [2, 4, 2, 1]], [3, [1, 8, 2, 4]], [4, [16, 4]], [7, 2], [8, -2]]
+    f = _features([insts, decisions], parallel_extent=3)
+    assert f["sched_unscheduled"] == 0
+    assert f["sched_n_spatial_tiles"] == 2 and f["sched_n_reduction_tiles"] == 1
+    assert f["sched_log2_spatial_level0"] == pytest.approx(1.0)  # 2 * 1
+    assert f["sched_log2_spatial_level1"] == pytest.approx(5.0)  # 4 * 8
+    assert f["sched_log2_reduction_level0"] == pytest.approx(4.0)
+    # the innermost spatial factor 4 fills half of an 8-lane vector
+    assert f["sched_log2_inner_spatial"] == pytest.approx(2.0)
+    assert f["sched_inner_vector_aligned"] == 0 and f["sched_inner_tail_fraction"] == 0.5
+    # output tile of levels 2.. : (2*1)*(2*4) floats = 64 B, against 32 KiB of L1
+    assert f["sched_log2_output_tile_over_l1"] == pytest.approx(np.log2(64 / 32768))
+    assert f["sched_log2_unroll_max_step"] == pytest.approx(np.log2(65))
+    assert f["sched_log2_parallel_annotation"] == 5 and f["sched_log2_vectorize_annotation"] == 6
+    assert f["sched_compute_inlined"] == 1 and f["sched_compute_at_root"] == 0
+    assert f["sched_n_ComputeInline"] == 1
+    # 3 parallel iterations on 2 threads: the second round keeps one thread idle
+    assert f["sched_parallel_idle_fraction"] == pytest.approx(0.25)
+    assert f["sched_parallel_below_threads"] == 0
+    assert _features([insts, decisions], parallel_extent=1)["sched_parallel_below_threads"] == 1
+
+
+def test_an_unscheduled_kernel_has_only_its_flag() -> None:
+    for empty in (None, [[], []]):
+        f = _features(empty)
+        assert f["sched_unscheduled"] == 1
+        assert sum(f.values()) == 1
+
+
+@pytest.fixture(scope="module")
+def table(kernel_root: Path) -> KernelTable:
+    return load_kernel_table(kernel_root, progress=False)
+
+
+def test_the_table_has_a_row_per_measured_schedule(kernel_root: Path,
+                                                   table: KernelTable) -> None:
+    records = list(kernel_records(kernel_root))
+    assert len(table) == len(records)
+    assert table.x.shape == (len(records), len(table.feature_names))
+    assert np.isfinite(table.x).all()
+    col = table.feature_names.index("sched_unscheduled")
+    assert (table.x[:, col] == table.unscheduled).all()
+    assert table.unscheduled.sum() == len(np.unique(table.group))  # one per (workload, hw)
+    by_key = {r["key"]: r for r in records}
+    assert sorted(np.exp(table.log_ms)) == pytest.approx(
+        sorted(r["latency"]["median_ms"] for r in by_key.values()))
+    # sampled schedules of one workload differ in what they decided
+    sched = [i for i, n in enumerate(table.feature_names) if n.startswith("sched_")]
+    for g in np.unique(table.group):
+        rows = (table.group == g) & ~table.unscheduled
+        if rows.sum() > 1:
+            assert len({tuple(r) for r in table.x[rows][:, sched]}) > 1
+
+
+def test_the_table_is_cached_until_the_shards_change(kernel_root: Path, table: KernelTable
+                                                     ) -> None:
+    cached = list((kernel_root / "processed").glob("kernel_table-*.npz"))
+    assert len(cached) == 1
+    again = load_kernel_table(kernel_root, progress=False)
+    assert np.array_equal(again.x, table.x) and again.feature_names == table.feature_names
+
+
+def test_group_split_keeps_groups_whole() -> None:
+    groups = np.repeat([f"w{i}" for i in range(20)], 3)
+    train, val, test = group_split(groups, (0.2, 0.2), seed=1)
+    assert len(train) + len(val) + len(test) == len(groups)
+    sides = [set(groups[s]) for s in (train, val, test)]
+    assert not (sides[0] & sides[1] or sides[0] & sides[2] or sides[1] & sides[2])
+    assert len(sides[1]) == len(sides[2]) == 4
+
+
+def test_rank_loss_rewards_the_right_order_within_a_group_only() -> None:
+    true = torch.tensor([0.0, 1.0, 0.0, 1.0])
+    group = torch.tensor([0, 0, 1, 1])
+    right = rank_loss(torch.tensor([0.0, 1.0, 0.0, 1.0]), true, group)
+    wrong = rank_loss(torch.tensor([1.0, 0.0, 1.0, 0.0]), true, group)
+    assert right < wrong
+    # the order across groups does not count
+    across = rank_loss(torch.tensor([5.0, 6.0, -5.0, -4.0]), true, group)
+    assert across == pytest.approx(float(right))
+    # ties within the noise margin are not ranked
+    assert float(rank_loss(torch.tensor([0.0, 1.0]), torch.tensor([0.0, 0.01]),
+                           torch.tensor([0, 0]))) == 0.0
+
+
+def test_ranking_metrics() -> None:
+    true = np.log(np.array([1.0, 2.0, 4.0, 1.0, 3.0, 2.0]))
+    groups = np.array(["a"] * 3 + ["b"] * 3)
+    perfect = ranking_metrics(true, true, groups)
+    assert perfect["group_spearman"] == pytest.approx(1.0) and perfect["top1_regret_pct"] == 0
+    # group b predicts its 2-ms schedule fastest: 100% slower than the best
+    pred = np.log(np.array([1.0, 2.0, 4.0, 3.0, 9.0, 1.0]))
+    assert ranking_metrics(pred, true, groups)["top1_regret_pct"] == pytest.approx(50.0)
+
+
+def _synthetic_table(n_groups: int = 40, per_group: int = 8, seed: int = 0) -> KernelTable:
+    """Times that follow a known law of a size feature and a schedule feature."""
+    rng = np.random.default_rng(seed)
+    size = np.repeat(rng.uniform(0, 6, n_groups), per_group)
+    tile = rng.uniform(0, 3, n_groups * per_group)
+    unscheduled = np.tile(np.arange(per_group) == 0, n_groups)
+    tile[unscheduled] = 0.0
+    log_ms = 0.8 * size - 0.5 * tile + 0.3 * np.sin(2 * tile)
+    x = np.stack([size, tile, unscheduled.astype(float), rng.normal(size=len(size))], 1)
+    return KernelTable(
+        x=x.astype(np.float32), log_ms=log_ms,
+        workload=np.repeat([f"w{i}" for i in range(n_groups)], per_group),
+        hw_id=np.asarray(["cpu/x86-64-v3/2t"] * len(size)), unscheduled=unscheduled,
+        feature_names=["size", "sched_tile", "sched_unscheduled", "noise"])
+
+
+def test_training_learns_times_rankings_and_the_best_schedule() -> None:
+    table = _synthetic_table()
+    cfg = KernelTrainConfig(hidden=64, embed_dim=16, layers=2, epochs=150, patience=40,
+                            groups_per_batch=8, dropout=0.0, val_frac=0.2, test_frac=0.2)
+    result = train_kernel_model(table, cfg, progress=False)
+    test = result.metrics["test"]
+    assert test["schedules"]["mape"] < 25
+    assert test["group_spearman"] > 0.8 and test["top1_regret_pct"] < 10
+    assert test["tuned"]["mape"] < 30
+    # without the schedule's own features nothing tells siblings apart
+    blind = train_kernel_model(table, KernelTrainConfig(
+        **{**cfg.__dict__, "drop_prefixes": ("sched_tile",)}), progress=False)
+    assert blind.metrics["test"]["group_spearman"] < test["group_spearman"] - 0.3
+    assert blind.metrics["test"]["schedules"]["mape"] > 2 * test["schedules"]["mape"]
+
+
+def test_the_checkpoint_round_trips(table: KernelTable, tmp_path: Path) -> None:
+    cfg = KernelTrainConfig(hidden=32, embed_dim=8, layers=2, epochs=3, patience=3,
+                            val_frac=0.25, test_frac=0.25)
+    result = train_kernel_model(table, cfg, progress=False)
+    path = save_kernel_model(result, cfg, table, tmp_path / "k.pt")
+    model, payload = load_kernel_model(path)
+    assert payload["feature_names"] == table.feature_names
+    x = torch.from_numpy(table.x)
+    with torch.no_grad():
+        assert torch.allclose(model(x), result.model(x))
+        assert model.embed(x).shape == (len(table), cfg.embed_dim)
+    assert evaluate(model, table, result.indices["test"]) == result.metrics["test"]
+    with pytest.raises(CheckpointError, match="not found"):
+        load_kernel_model(tmp_path / "none.pt")
+    torch.save({"kind": "other"}, tmp_path / "other.pt")
+    with pytest.raises(CheckpointError, match="not a gnnperf kernel model"):
+        load_kernel_model(tmp_path / "other.pt")
+
+
+def test_the_cli_trains_and_reports(kernel_root: Path, tmp_path: Path,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "k.pt"
+    assert main(["train-kernels", "--root", str(kernel_root), "--out", str(out),
+                 "--epochs", "2", "--json"]) == 0
+    figures = json.loads(capsys.readouterr().out.split("kernel model:")[0])
+    assert {"train", "val", "best_epoch", "workloads"} <= set(figures) and out.exists()
+    assert main(["train-kernels", "--root", str(tmp_path / "none")]) == 2
+    assert "no kernel dataset" in capsys.readouterr().err
