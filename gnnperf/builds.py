@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import tvm
 import tvm_ffi
@@ -180,12 +181,43 @@ def sample_schedule(
     return None if sch is None else sch.mod["main"]
 
 
-def _schedule_each(mod: tvm.IRModule, schedule: Any, what: str
-                   ) -> tuple[tvm.IRModule, dict[str, str]]:
-    """``schedule(func)`` on every kernel; kernels it cannot schedule (scans, extern calls,
-    opaque blocks, a rule's assertion) stay as they are, and why is returned per kernel."""
+class AppliedBuild(NamedTuple):
+    """A fused module scheduled by a build, and what the scheduling left behind."""
+
+    module: tvm.IRModule
+    #: kernels left unscheduled because their schedule could not be made → why
+    fallbacks: dict[str, str]
+    #: kernel → MetaSchedule trace (``Trace.as_json()``) of the schedule it got, for the
+    #: builds whose schedules MetaSchedule makes (``sampled:*``, ``tuned``)
+    traces: dict[str, list[Any]]
+
+
+def _plain(value: Any) -> Any:
+    """TVM containers and immediates (``IntImm`` indices inside a trace) as Python values."""
+    if isinstance(value, str | bool | int | float) or value is None:
+        return value
+    if isinstance(value, tirx.IntImm):
+        return int(value.value)
+    if isinstance(value, tirx.FloatImm):
+        return float(value.value)
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return [_plain(v) for v in value]
+
+
+def trace_json(trace: Any) -> list[Any]:
+    """A MetaSchedule trace (``Trace.as_json()``, post-processing kept) as plain JSON values,
+    the form a ``TuningRecord`` stores it in."""
+    return _plain(trace.as_json(remove_postproc=False))
+
+
+def _schedule_each(mod: tvm.IRModule, schedule: Any, what: str) -> AppliedBuild:
+    """``schedule(func)`` (a PrimFunc, or a ``Schedule`` whose trace is kept) on every kernel;
+    kernels it cannot schedule (scans, extern calls, opaque blocks, a rule's assertion)
+    stay as they are, and why is returned per kernel."""
     updates = {}
     fallbacks: dict[str, str] = {}
+    traces: dict[str, list[Any]] = {}
     for gv, func in _primfuncs(mod):
         try:
             scheduled = schedule(func)
@@ -195,12 +227,15 @@ def _schedule_each(mod: tvm.IRModule, schedule: Any, what: str
             continue
         if scheduled is None:
             continue
+        if not isinstance(scheduled, tirx.PrimFunc):  # a Schedule: keep its decisions
+            traces[gv.name_hint] = trace_json(scheduled.trace)
+            scheduled = scheduled.mod["main"]
         updates[gv] = scheduled.with_attrs(
             {"global_symbol": gv.name_hint, "tirx.is_scheduled": True, **_kept_attrs(func)}
         )
     for gv, func in updates.items():
         mod[gv] = func
-    return mod, fallbacks
+    return AppliedBuild(mod, fallbacks, traces)
 
 
 def _kept_attrs(func: tirx.PrimFunc) -> dict[str, Any]:
@@ -208,35 +243,36 @@ def _kept_attrs(func: tirx.PrimFunc) -> dict[str, Any]:
     return {k: func.attrs[k] for k in keep if func.attrs is not None and k in func.attrs}
 
 
-def _database_schedule(func: tirx.PrimFunc, target: tvm.target.Target, database: Any
-                       ) -> tirx.PrimFunc:
+def _database_schedule(func: tirx.PrimFunc, target: tvm.target.Target, database: Any) -> Any:
     """The fastest schedule ``database`` holds for ``func``'s workload (MetaSchedule's own
-    query); raises when it holds none, so the kernel is left as it was and flagged."""
+    query, a ``Schedule`` with its trace); raises when it holds none, so the kernel is left
+    as it was and flagged."""
     sch = database.query_schedule(
         tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), target, "main")
     if sch is None:
         raise LookupError("no measured schedule for this workload")
-    return sch.mod["main"]
+    return sch
 
 
 def apply_build(mod: tvm.IRModule, build: BuildConfig, target: tvm.target.Target,
-                database: Any = None) -> tuple[tvm.IRModule, dict[str, str]]:
+                database: Any = None) -> AppliedBuild:
     """Schedule every PrimFunc of a fused module according to ``build``.
 
-    Returns the module and, per kernel left unscheduled because its schedule could not
-    be made, why (a model TVM compiles must still get a graph and a prediction).
+    Returns the module, per kernel left unscheduled because its schedule could not be
+    made, why (a model TVM compiles must still get a graph and a prediction), and the
+    MetaSchedule trace of each kernel's schedule where MetaSchedule made it.
     ``database`` (a MetaSchedule database, see
     :func:`gnnperf.kernel_dataset.tuned_database`) gives the ``tuned`` schedules; without
     one a ``tuned`` build is lowered for prediction only (its kernels stay unscheduled).
     """
     if build.kind == "default":
-        return mod, {}
+        return AppliedBuild(mod, {}, {})
     if build.kind == "tuned":
         if database is None:
-            return mod, {}
+            return AppliedBuild(mod, {}, {})
         return _schedule_each(mod, lambda f: _database_schedule(f, target, database),
                               "tuned")
     if build.kind == "dlight":
         return _schedule_each(mod, lambda f: _dlight_schedule(f, target), "dlight")
-    return _schedule_each(mod, lambda f: sample_schedule(f, target, build.seed),
+    return _schedule_each(mod, lambda f: sample_traced_schedule(f, target, build.seed),
                           "schedule sampling")

@@ -65,6 +65,8 @@ class LoweredModel:
     schedule_fallbacks: dict[str, str] = field(default_factory=dict)
     #: each kernel as fusion left it, before the build scheduled it: its workload
     unscheduled: dict[str, tirx.PrimFunc] = field(default_factory=dict)
+    #: kernel → MetaSchedule trace JSON of its schedule (sampled and tuned builds)
+    traces: dict[str, list[Any]] = field(default_factory=dict)
 
     def primfuncs(self) -> dict[str, tirx.PrimFunc]:
         return {
@@ -136,7 +138,7 @@ def lower(
             unscheduled = {gv.name_hint: f for gv, f in fused.functions.items()
                            if isinstance(f, tirx.PrimFunc)}
             start = time.perf_counter()
-            scheduled, fallbacks = apply_build(fused, build, target, database)
+            scheduled, fallbacks, traces = apply_build(fused, build, target, database)
             timings["schedule_s"] = time.perf_counter() - start
             start = time.perf_counter()
             final = tvm.transform.Sequential(
@@ -147,7 +149,8 @@ def lower(
         raise
     except Exception as exc:  # TVM raises C++-side errors of many types
         raise LoweringError(f"lowering for {target.kind.name} failed: {one_line(exc)}") from exc
-    return LoweredModel(final, target, build, inputs, patterns, timings, fallbacks, unscheduled)
+    return LoweredModel(final, target, build, inputs, patterns, timings, fallbacks, unscheduled,
+                        traces)
 
 
 def lower_onnx(

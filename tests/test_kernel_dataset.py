@@ -144,7 +144,7 @@ def test_the_tuned_build_applies_the_fastest_measured_schedule_of_each_kernel(
         assert final[name].attrs["tirx.is_scheduled"]
         best = min((r for r in records if r["workload_id"] == workload_id(func)),
                    key=lambda r: sum(r["latency"]["samples_ms"]))
-        applied = _database_schedule(func, hw.target(), db)
+        applied = _database_schedule(func, hw.target(), db).mod["main"]
         got = int(tvm_ffi.structural_hash(applied)) & 0xFFFFFFFFFFFF
         assert f"{got:012x}" == best["key"].rsplit("|", 1)[-1], name
     # the graph describes the workloads (what a model never tuned has too), flagged tuned

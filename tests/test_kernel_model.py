@@ -204,3 +204,39 @@ def test_the_cli_trains_and_reports(kernel_root: Path, tmp_path: Path,
     assert {"train", "val", "best_epoch", "workloads"} <= set(figures) and out.exists()
     assert main(["train-kernels", "--root", str(tmp_path / "none")]) == 2
     assert "no kernel dataset" in capsys.readouterr().err
+
+
+def test_a_sampled_build_keeps_the_traces_the_kernel_dataset_measured(kernel_root: Path
+                                                                      ) -> None:
+    """Node ``k`` of a ``sampled:s`` graph carries the trace of seed ``s``'s schedule, the
+    one the kernel dataset timed for its workload: the kernel model reads the same row."""
+    from gnnperf import zoo
+    from gnnperf.features import extract_graph
+    from gnnperf.hardware import HardwareSpec
+    from gnnperf.kernel_dataset.workloads import workload_id
+    from gnnperf.kernel_model import kernel_input_vector
+    from gnnperf.lowering import lower_onnx
+
+    hw = HardwareSpec.local("x86-64-v3", 1, measure=False)
+    lowered = lower_onnx(zoo.export_onnx(zoo.tiny_spec("mixer")), hw, "sampled:1")
+    graph = extract_graph(lowered)
+    by_seed = {(r["workload_id"], s): r for r in kernel_records(kernel_root)
+               for s in r["seeds"]}
+    checked = 0
+    for node in graph.nodes:
+        if node.kind != "tir" or node.schedule_fallback:
+            assert node.schedule_trace is None
+            continue
+        assert node.schedule_trace == lowered.traces[node.name]
+        rec = by_seed.get((workload_id(lowered.unscheduled[node.name]), 1))
+        if rec is None:
+            continue  # a kernel the model never runs as a call of its own
+        ms_record = rec["ms_record"]
+        ms_record = json.loads(ms_record) if isinstance(ms_record, str) else ms_record
+        assert (kernel_input_vector(node, node.schedule_trace, hw)
+                == kernel_input_vector(node, ms_record[0], hw))
+        checked += 1
+    assert checked >= 3
+    # the default build schedules nothing: its kernels are the kernel dataset's unscheduled
+    default = extract_graph(lower_onnx(zoo.export_onnx(zoo.tiny_spec("mixer")), hw, "default"))
+    assert all(n.schedule_trace is None for n in default.nodes)

@@ -153,6 +153,9 @@ def extract_graph(lowered: LoweredModel, *, ms_features: bool = True) -> KernelG
                     ms_features=list(msf),
                     missing=missing,
                     schedule_fallback=lowered.schedule_fallbacks.get(name, ""),
+                    # a tuned build is described by its workloads, whose trace is empty
+                    schedule_trace=(lowered.traces.get(name) if lowered.build.kind != "tuned"
+                                    else None),
                 )
             )
     return KernelGraph(

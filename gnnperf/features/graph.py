@@ -49,6 +49,10 @@ class KernelNode:
     missing: list[str] = field(default_factory=list)
     #: why the build left this kernel unscheduled (empty: the build's schedule applied)
     schedule_fallback: str = ""
+    #: MetaSchedule's trace of the schedule (``Trace.as_json()``) where MetaSchedule drew it
+    #: (``sampled:*``); None for other builds, builtins, and graphs from before traces were
+    #: kept. What the kernel cost model reads as the schedule's decisions.
+    schedule_trace: list[Any] | None = None
 
     @property
     def intensity(self) -> float:
