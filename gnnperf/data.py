@@ -32,13 +32,15 @@ from .cpu_identity import signature_of_hw
 from .dataset_folder import DatasetFolder, default_root
 from .errors import DatasetError, one_line
 from .features import KernelGraph, node_feature_names, node_feature_vector
+from .graph_traces import join_traces
 from .hardware import FEATURE_NAMES as HW_FEATURE_NAMES
 from .hardware import HardwareSpec, host_of
+from .kernel_model.dataset import kernel_input_vector
 from .measure.reference import aa_floor
 from .shards import SCHEMA_VERSION, is_probed, is_v2, iter_lines, latest_records, shard_paths
 
 #: Bump when the fields of the encoded ``Data`` items change (invalidates processed caches).
-_DATA_LAYOUT = 5
+_DATA_LAYOUT = 6
 
 __all__ = ["DatasetFolder", "LatencyDataset", "dataset_stats", "default_root", "fingerprint",
            "graph_to_data", "split_indices"]
@@ -78,7 +80,15 @@ def graph_to_data(graph: KernelGraph, hw: HardwareSpec, build: str | None = None
     else:
         edge_index = torch.zeros((2, 0), dtype=torch.long)
         edge_attr = torch.zeros((0, 1), dtype=torch.float32)
-    return Data(x=x, edge_index=edge_index, edge_attr=edge_attr, num_nodes=n)
+    kind = BuildConfig.parse(build or graph.build).kind
+    # the kernel cost model's inputs: each kernel described as the kernel dataset describes
+    # a measured schedule (tir kernels only; builtins are data movement it never saw)
+    x_kernel = torch.tensor([kernel_input_vector(node, node.schedule_trace, hw)
+                             for node in graph.nodes], dtype=torch.float32)
+    return Data(x=x, edge_index=edge_index, edge_attr=edge_attr, num_nodes=n,
+                x_kernel=x_kernel,
+                kernel_model_mask=torch.tensor([node.kind == "tir" for node in graph.nodes]),
+                kernel_tuned=torch.full((n,), kind == "tuned", dtype=torch.bool))
 
 
 GRAPH_KINDS = ("kernel", "onnx")
@@ -89,10 +99,16 @@ def _records_and_graphs(shards_dir: Path, kind: str = "kernel"
     """Records, and the graphs each one is encoded from, keyed by graph id (operator graphs
     also by the model id of the record that first wrote them, for older records)."""
     graphs: dict[str, Any] = {}
-    for obj in iter_lines(shards_dir, kinds=("graph" if kind == "kernel" else "onnx_graph",)):
+    traces: list[dict[str, Any]] = []
+    kinds = ("graph", "graph_traces") if kind == "kernel" else ("onnx_graph",)
+    for obj in iter_lines(shards_dir, kinds=kinds):
+        if obj["kind"] == "graph_traces":
+            traces.append(obj)
+            continue
         graphs[obj["graph_id"]] = obj["graph"]
         if kind == "onnx":  # records from before ``onnx_graph_id`` name their model instead
             graphs.setdefault(obj["model_id"], obj["graph"])
+    join_traces(graphs, traces)
     return latest_records(shards_dir), graphs
 
 

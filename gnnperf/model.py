@@ -15,6 +15,11 @@ Design (why each piece is there):
 - **Whole-model head.** Log-latency is regressed directly from the readout (not a
   sum of node outputs), with a second output for the log of its standard deviation,
   which gives the prediction interval.
+- **A kernel cost model underneath.** When the configuration names one, a pretrained
+  :class:`~gnnperf.kernel_model.KernelCostModel` (frozen) reads each kernel's schedule
+  row and gives the node its embedding and predicted log time (the tuned head for a
+  ``tuned`` build); the readout also sees ``log Σ exp`` of those times, the learned
+  additive estimate, so what the GNN adds over a sum of kernel estimates is learned.
 - **Deep ensemble.** :class:`EnsembleGNN` averages members trained from different
   seeds; the spread of their means is added to their own variance, so the interval
   widens where the members disagree (inputs unlike the training data).
@@ -31,6 +36,8 @@ from torch_geometric.data import Batch, Data
 from torch_geometric.nn import AttentionalAggregation, GINEConv
 from torch_geometric.utils import scatter
 
+from .kernel_model.model import KernelCostModel, KernelModelConfig
+
 
 @dataclass
 class ModelConfig:
@@ -44,6 +51,8 @@ class ModelConfig:
     dropout: float = 0.0
     use_hw: bool = True
     members: int = 1
+    #: :class:`KernelModelConfig` fields of the kernel cost model the nodes read, or None
+    kernel_model: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -91,7 +100,13 @@ class LatencyGNN(nn.Module):
         super().__init__()
         self.config = config
         h = config.hidden
-        self.encoder = _mlp([config.in_dim, h, h], config.dropout)
+        self.kernel_model: KernelCostModel | None = None
+        extra = 0
+        if config.kernel_model is not None:
+            self.kernel_model = KernelCostModel(KernelModelConfig(**config.kernel_model))
+            self.kernel_model.requires_grad_(False)
+            extra = self.kernel_model.cfg.embed_dim + 1
+        self.encoder = _mlp([config.in_dim + extra, h, h], config.dropout)
         self.layers = nn.ModuleList(
             DirectedLayer(h, config.edge_dim, config.dropout) for _ in range(config.layers)
         )
@@ -100,8 +115,25 @@ class LatencyGNN(nn.Module):
         self.kernel_head = _mlp([2 * h, h, 1])
         self.attention_pool = AttentionalAggregation(gate_nn=_mlp([h, h // 2, 1]),
                                                      nn=_mlp([h, h]))
-        self.graph_head = _mlp([4 * h + 2, h, h // 2, 2], config.dropout)
+        self.graph_head = _mlp([4 * h + 2 + (extra > 0), h, h // 2, 2], config.dropout)
         self.additive_weight = nn.Parameter(torch.tensor(1.0))
+
+    def train(self, mode: bool = True) -> LatencyGNN:
+        super().train(mode)
+        if self.kernel_model is not None:  # frozen: no dropout, whatever the GNN does
+            self.kernel_model.eval()
+        return self
+
+    def _kernel_model_outputs(self, data: Data | Batch) -> tuple[Tensor, Tensor]:
+        """Per node, the kernel model's embedding and predicted log ms (zeros on nodes it
+        does not describe); per node, whether the prediction counts."""
+        assert self.kernel_model is not None
+        mask = data.kernel_model_mask
+        emb = self.kernel_model.embed(data.x_kernel)
+        time = torch.where(data.kernel_tuned, self.kernel_model.tuned_head(emb).squeeze(-1),
+                           self.kernel_model.time_head(emb).squeeze(-1))
+        out = torch.cat([emb, time.unsqueeze(-1)], dim=-1)
+        return torch.where(mask.unsqueeze(-1), out, torch.zeros_like(out)), time
 
     def _inputs(self, x: Tensor) -> Tensor:
         if self.config.use_hw:
@@ -111,22 +143,37 @@ class LatencyGNN(nn.Module):
         keep[-self.config.hw_dim:] = 0.0
         return x * keep
 
+    @staticmethod
+    def log_sum_exp(values: Tensor, batch: Tensor, n_graphs: int,
+                    mask: Tensor | None = None) -> Tensor:
+        """log Σ exp(values) per graph (over the nodes ``mask`` keeps), computed stably: the
+        log of a sum of per-kernel times given as log times."""
+        if mask is not None:
+            values = values.masked_fill(~mask, -30.0)  # e^-30 ms: nothing
+        peak = scatter(values, batch, dim=0, dim_size=n_graphs, reduce="max")
+        total = scatter((values - peak[batch]).exp(), batch, dim=0, dim_size=n_graphs,
+                        reduce="sum")
+        return peak + total.log()
+
     def forward(self, data: Data | Batch) -> GNNOutput:
         x, edge_index, edge_attr = data.x, data.edge_index, data.edge_attr
         batch = getattr(data, "batch", None)
         if batch is None:
             batch = torch.zeros(x.shape[0], dtype=torch.long, device=x.device)
         n_graphs = int(batch.max()) + 1 if batch.numel() else 0
-        h0 = self.encoder(self._inputs(x))
+        x = self._inputs(x)
+        additive: list[Tensor] = []
+        if self.kernel_model is not None:
+            node_extra, kernel_time = self._kernel_model_outputs(data)
+            x = torch.cat([x, node_extra], dim=-1)
+            additive.append(self.log_sum_exp(kernel_time, batch, n_graphs,
+                                             data.kernel_model_mask).unsqueeze(-1))
+        h0 = self.encoder(x)
         h = h0
         for layer in self.layers:
             h = layer(h, edge_index, edge_attr)
         kernel_mu = self.kernel_head(torch.cat([h0, h], dim=-1)).squeeze(-1)
-        # log Σ exp(kernel predictions) per graph, computed stably
-        peak = scatter(kernel_mu, batch, dim=0, dim_size=n_graphs, reduce="max")
-        total = scatter((kernel_mu - peak[batch]).exp(), batch, dim=0, dim_size=n_graphs,
-                        reduce="sum")
-        log_kernel_sum = peak + total.log()
+        log_kernel_sum = self.log_sum_exp(kernel_mu, batch, n_graphs)
         counts = scatter(torch.ones_like(kernel_mu), batch, dim=0, dim_size=n_graphs,
                          reduce="sum")
         pooled = torch.cat([
@@ -136,6 +183,7 @@ class LatencyGNN(nn.Module):
             self.attention_pool(h, batch, dim_size=n_graphs),
             log_kernel_sum.unsqueeze(-1),
             counts.log().unsqueeze(-1),
+            *additive,
         ], dim=-1)
         out = self.graph_head(pooled)
         mu = self.additive_weight * log_kernel_sum + out[:, 0]

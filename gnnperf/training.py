@@ -33,6 +33,7 @@ from .data import FeatureScaler, LatencyDataset, feature_names, split_indices
 from .errors import CheckpointError, GnnperfError, TrainingConfigError, one_line
 from .hardware import FEATURE_NAMES as HW_FEATURE_NAMES
 from .hardware import ISA_LEVELS, host_of
+from .kernel_model import KernelCostModel, kernel_feature_names, load_kernel_model
 from .metrics import breakdown, metrics
 from .model import EnsembleGNN, LatencyGNN, ModelConfig
 from .seeding import seed_everything
@@ -48,6 +49,10 @@ def interval_ms(mu: np.ndarray | float, sigma: np.ndarray | float
                 ) -> tuple[np.ndarray, np.ndarray]:
     """The nominal-coverage interval (ms) of a log-normal prediction (log-ms mean, std)."""
     return np.exp(mu - INTERVAL_Z * sigma), np.exp(mu + INTERVAL_Z * sigma)
+
+
+#: the kernel cost model ``python train.py`` reads (``gnnperf train-kernels`` writes it)
+DEFAULT_KERNEL_MODEL = Path(__file__).resolve().parent.parent / "checkpoints" / "kernel_model.pt"
 
 
 @dataclass
@@ -79,6 +84,10 @@ class TrainConfig:
     #: to a v2 label in the whole-model loss
     legacy_weight: float = 0.5
     legacy_in_test: bool = False  # test on pre-v2 records too (datasets without v2 ones)
+    #: the kernel cost model the nodes read (frozen): a path, "auto" (the package's
+    #: checkpoints/kernel_model.pt when it exists) or "none". The no-hardware ablation
+    #: reads none, since the kernel model sees the hardware.
+    kernel_model: str = "auto"
 
     def __post_init__(self) -> None:
         positive = {"epochs": self.epochs, "patience": self.patience,
@@ -213,9 +222,25 @@ class TrainResult:
     test_predict_s: float = 0.0
 
 
+def resolve_kernel_model(cfg: TrainConfig) -> KernelCostModel | None:
+    """The kernel cost model ``cfg.kernel_model`` names, checked against the features this
+    code gives it; None for "none", for "auto" without a shipped one, and without hardware."""
+    if cfg.kernel_model == "none" or not cfg.use_hw:
+        return None
+    path = DEFAULT_KERNEL_MODEL if cfg.kernel_model == "auto" else Path(cfg.kernel_model)
+    if cfg.kernel_model == "auto" and not path.exists():
+        return None
+    model, payload = load_kernel_model(path)
+    if payload["feature_names"] != kernel_feature_names():
+        raise CheckpointError(f"kernel model {path} reads other features than this gnnperf "
+                              "gives; retrain it with `gnnperf train-kernels`")
+    return model
+
+
 def _fit_member(mcfg: ModelConfig, cfg: TrainConfig, train_set: list[Any],
                 val_loader: DataLoader, seed: int, minutes: float, progress: bool,
-                desc: str) -> tuple[LatencyGNN, list[dict[str, float]], bool]:
+                desc: str, kernel_state: dict[str, Any] | None = None
+                ) -> tuple[LatencyGNN, list[dict[str, float]], bool]:
     """One network: AdamW with cosine decay; the epoch with the best validation MAPE.
 
     Also says whether the time cap ended it: then the result depends on machine speed
@@ -224,7 +249,10 @@ def _fit_member(mcfg: ModelConfig, cfg: TrainConfig, train_set: list[Any],
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     train_loader = DataLoader(train_set, batch_size=cfg.batch_size, shuffle=True, generator=gen)
-    model = LatencyGNN(mcfg).to(cfg.device)
+    model = LatencyGNN(mcfg)
+    if model.kernel_model is not None and kernel_state is not None:
+        model.kernel_model.load_state_dict(kernel_state)
+    model = model.to(cfg.device)
     # An exponential moving average of the weights is what gets validated and kept: the
     # raw weights' predictions for unseen models swing by several MAPE points per epoch.
     averaged = (AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(cfg.ema))
@@ -291,9 +319,11 @@ def train_model(dataset: LatencyDataset, cfg: TrainConfig, progress: bool = True
     val_loader = DataLoader(val_set, batch_size=256)
     test_loader = DataLoader(test_set, batch_size=256)
     members = max(1, cfg.ensemble)
+    kernel = resolve_kernel_model(cfg)
     mcfg = ModelConfig(in_dim=train_set[0].x.shape[1], hw_dim=len(HW_FEATURE_NAMES),
                        hidden=cfg.hidden, layers=cfg.layers, dropout=cfg.dropout,
-                       use_hw=cfg.use_hw, members=members)
+                       use_hw=cfg.use_hw, members=members,
+                       kernel_model=kernel.cfg.to_dict() if kernel is not None else None)
     start = time.time()
     nets: list[LatencyGNN] = []
     history: list[dict[str, float]] = []
@@ -303,7 +333,8 @@ def train_model(dataset: LatencyDataset, cfg: TrainConfig, progress: bool = True
         net, hist, time_capped = _fit_member(
             mcfg, cfg, train_set, val_loader, seed=cfg.seed * 1000 + k,
             minutes=left / (members - k), progress=progress,
-            desc=f"train {k + 1}/{members}" if members > 1 else "train")
+            desc=f"train {k + 1}/{members}" if members > 1 else "train",
+            kernel_state=kernel.state_dict() if kernel is not None else None)
         nets.append(net)
         capped += time_capped
         history += [{**h, "member": k} for h in hist]
@@ -385,8 +416,10 @@ def save_checkpoint(result: TrainResult, cfg: TrainConfig, dataset: LatencyDatas
         "model_config": result.model.config.to_dict(),
         "train_config": cfg.to_dict(),
         # half precision keeps a three-member checkpoint at a few MB; a weight's rounding
-        # error (< 0.05%) is far below the model's own error
-        "state_dict": {k: v.to(torch.float16) if v.is_floating_point() else v
+        # error (< 0.05%) is far below the model's own error. Not the frozen kernel model:
+        # its input standardisation (means of log sizes ~20, small spreads) needs float32
+        "state_dict": {k: v.to(torch.float16)
+                       if v.is_floating_point() and ".kernel_model." not in k else v
                        for k, v in result.model.state_dict().items()},
         "scaler": result.scaler.state_dict(),
         "sigma_scale": result.sigma_scale,

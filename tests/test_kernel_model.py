@@ -240,3 +240,57 @@ def test_a_sampled_build_keeps_the_traces_the_kernel_dataset_measured(kernel_roo
     # the default build schedules nothing: its kernels are the kernel dataset's unscheduled
     default = extract_graph(lower_onnx(zoo.export_onnx(zoo.tiny_spec("mixer")), hw, "default"))
     assert all(n.schedule_trace is None for n in default.nodes)
+
+
+def test_the_gnn_reads_a_frozen_kernel_model(small_root: Path, tmp_path: Path) -> None:
+    """Nodes get the kernel model's embedding and time; the readout its masked sum; its
+    weights do not move while the GNN trains, and a checkpoint carries them."""
+    from torch_geometric.data import Batch
+
+    from gnnperf.data import LatencyDataset
+    from gnnperf.kernel_model import KernelCostModel, KernelModelConfig, kernel_feature_names
+    from gnnperf.model import LatencyGNN, ModelConfig
+    from gnnperf.training import TrainConfig, resolve_kernel_model
+
+    ds = LatencyDataset(small_root)
+    batch = Batch.from_data_list([ds[0], ds[1]])
+    assert batch.x_kernel.shape == (batch.num_nodes, len(kernel_feature_names()))
+    kcfg = KernelModelConfig(in_dim=len(kernel_feature_names()), hidden=16, embed_dim=8,
+                             layers=2)
+    gnn = LatencyGNN(ModelConfig(in_dim=ds[0].x.shape[1], hw_dim=16, hidden=16, layers=1,
+                                 kernel_model=kcfg.to_dict()))
+    assert isinstance(gnn.kernel_model, KernelCostModel)
+    frozen = {k: v.clone() for k, v in gnn.kernel_model.state_dict().items()}
+    opt = torch.optim.AdamW(gnn.parameters(), lr=1e-2)
+    gnn.train()
+    assert not gnn.kernel_model.training
+    for _ in range(3):
+        loss = (gnn(batch).mu - batch.y.view(-1)).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert all(torch.equal(v, gnn.kernel_model.state_dict()[k]) for k, v in frozen.items())
+    # what the kernel model says reaches the output
+    gnn.eval()
+    with torch.no_grad():
+        before = gnn(batch).mu.clone()
+        gnn.kernel_model.time_head[1].bias += 1.0
+        assert not torch.allclose(gnn(batch).mu, before)
+    # builtins are left out of the kernel model's sum
+    values = torch.tensor([0.0, 5.0, 0.0])
+    lse = LatencyGNN.log_sum_exp(values, torch.tensor([0, 0, 0]), 1,
+                                 torch.tensor([True, False, True]))
+    assert float(lse) == pytest.approx(np.log(2.0), abs=1e-6)
+    # a kernel model that reads other features is refused with a one-line error
+    other = KernelTable(x=np.zeros((1, 2), np.float32), log_ms=np.zeros(1),
+                        workload=np.asarray(["w"]), hw_id=np.asarray(["h"]),
+                        unscheduled=np.asarray([True]), feature_names=["a", "b"])
+    cfg = KernelTrainConfig(hidden=8, embed_dim=4, layers=2, epochs=1, patience=1)
+    from gnnperf.kernel_model import KernelTrainResult
+
+    fake = KernelTrainResult(KernelCostModel(KernelModelConfig(2, 8, 4, 2)), {}, {})
+    save_kernel_model(fake, cfg, other, tmp_path / "other.pt")
+    with pytest.raises(CheckpointError, match="retrain it"):
+        resolve_kernel_model(TrainConfig(kernel_model=str(tmp_path / "other.pt")))
+    assert resolve_kernel_model(TrainConfig(kernel_model="none")) is None
+    assert resolve_kernel_model(TrainConfig(use_hw=False)) is None

@@ -66,8 +66,16 @@ def cmd_dataset_remeasure(args: argparse.Namespace) -> int:
     return 1 if summary.all_failed else 0
 
 
+def cmd_dataset_traces(args: argparse.Namespace) -> int:
+    from ..graph_traces import add_graph_traces
+
+    summary = add_graph_traces(args.root, limit=args.limit)
+    print(summary.line())
+    return 1 if summary.all_failed else 0
+
+
 def register_dataset(sub: argparse._SubParsersAction) -> None:
-    """``gnnperf dataset stats`` and ``gnnperf dataset remeasure``."""
+    """``gnnperf dataset stats``, ``remeasure`` and ``traces``."""
     p = sub.add_parser("dataset", help="inspect a dataset folder")
     dsub = p.add_subparsers(dest="dataset_command", required=True)
     q = dsub.add_parser("stats", help="counts, latency range and noise floor")
@@ -89,3 +97,9 @@ def register_dataset(sub: argparse._SubParsersAction) -> None:
                         "all their schedules timed again (kernel_noise_floor_by_cpu)")
     add_max_slowdown(q)
     q.set_defaults(func=cmd_dataset_remeasure)
+    q = dsub.add_parser("traces", help="lower stored sampled:* graphs again to add their "
+                                       "schedules' MetaSchedule traces (resumable)")
+    q.add_argument("--root", type=Path, default=None, metavar="DIR",
+                   help="dataset folder, as written by `collect --out DIR` (default: shipped)")
+    q.add_argument("--limit", type=int, default=None, help="at most this many graphs")
+    q.set_defaults(func=cmd_dataset_traces)

@@ -23,7 +23,8 @@ def cmd_train(args: argparse.Namespace) -> int:
                       ensemble=args.ensemble, hidden=args.hidden, layers=args.layers,
                       loss=args.loss, correction_weight=args.correction_weight,
                       aux_share_power=args.aux_share_power,
-                      legacy_weight=args.legacy_weight, legacy_in_test=args.legacy_in_test)
+                      legacy_weight=args.legacy_weight, legacy_in_test=args.legacy_in_test,
+                      kernel_model=args.kernel_model)
     dataset = LatencyDataset(args.root)
     result = train_model(dataset, cfg)
     path = save_checkpoint(result, cfg, dataset, args.out or DEFAULT_CHECKPOINT.parent)
@@ -168,6 +169,10 @@ def add_train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default=d.device)
     p.add_argument("--max-minutes", type=float, default=d.max_minutes,
                    help="wall-clock budget for all members together")
+    p.add_argument("--kernel-model", default="auto", metavar="PATH|auto|none",
+                   help="kernel cost model the GNN's nodes read, frozen (default auto: "
+                        "checkpoints/kernel_model.pt when it exists; `gnnperf train-kernels` "
+                        "writes it)")
     p.add_argument("--out", type=Path, default=None,
                    help="checkpoint folder (default: the package's checkpoints/, which "
                         "predict reads)")
