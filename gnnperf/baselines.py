@@ -5,6 +5,9 @@
 - ``learned_kernel_sum``: gradient-boosted trees on the same kernel features (kernel ⊕
   hardware), trained on per-kernel labels, summed over the graph (nn-Meter / TVM cost
   model style);
+- ``kernel_model_sum``: Σ of the kernel cost model's per-kernel times (the very model the
+  GNN's nodes read, :mod:`gnnperf.kernel_model`) times one scale per hardware id fitted on
+  the training split: the fair additive rival of a GNN built on that model;
 - ``roofline``: per kernel max(FLOPs / peak, bytes / bandwidth) from the hardware spec,
   summed, times one scale fitted on the training split;
 - ``critical_path``: the longest path through the kernel DAG with the learned per-kernel
@@ -19,9 +22,11 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+import torch
 from torch_geometric.data import Data
 
 from .data import feature_names
+from .kernel_model import KernelCostModel
 
 _NAMES = feature_names()
 _COL = {name: i for i, name in enumerate(_NAMES)}
@@ -73,6 +78,38 @@ class LearnedKernelModel:
 
     def predict_critical_path(self, graphs: Sequence[Data]) -> np.ndarray:
         return np.array([critical_path_ms(g, self.kernel_ms(g)) for g in graphs])
+
+
+class KernelModelSum:
+    """Σ kernel cost model times over a graph's TIR kernels, scaled per hardware id."""
+
+    def __init__(self, model: KernelCostModel) -> None:
+        self.model = model.eval()
+        self.log_scale: dict[str, float] = {}
+        self.default_log_scale = 0.0
+
+    @torch.no_grad()
+    def kernel_ms(self, graph: Data) -> np.ndarray:
+        """Per node, the kernel model's time (ms); 0 for nodes it does not describe."""
+        emb = self.model.embed(graph.x_kernel)
+        log_ms = torch.where(graph.kernel_tuned, self.model.tuned_head(emb).squeeze(-1),
+                             self.model.time_head(emb).squeeze(-1))
+        return torch.where(graph.kernel_model_mask, log_ms.exp(), 0.0).numpy()
+
+    def _raw(self, graphs: Sequence[Data]) -> np.ndarray:
+        return np.array([max(float(self.kernel_ms(g).sum()), 1e-9) for g in graphs])
+
+    def fit(self, graphs: Sequence[Data]) -> KernelModelSum:
+        gap = np.array([float(g.y) for g in graphs]) - np.log(self._raw(graphs))
+        hw = np.array([str(g.hw_id) for g in graphs])
+        self.default_log_scale = float(np.median(gap))
+        self.log_scale = {h: float(np.median(gap[hw == h])) for h in set(hw)}
+        return self
+
+    def predict(self, graphs: Sequence[Data]) -> np.ndarray:
+        scale = np.array([self.log_scale.get(str(g.hw_id), self.default_log_scale)
+                          for g in graphs])
+        return self._raw(graphs) * np.exp(scale)
 
 
 def critical_path_ms(graph: Data, kernel_ms: np.ndarray) -> float:

@@ -294,3 +294,24 @@ def test_the_gnn_reads_a_frozen_kernel_model(small_root: Path, tmp_path: Path) -
         resolve_kernel_model(TrainConfig(kernel_model=str(tmp_path / "other.pt")))
     assert resolve_kernel_model(TrainConfig(kernel_model="none")) is None
     assert resolve_kernel_model(TrainConfig(use_hw=False)) is None
+
+
+def test_the_kernel_model_sum_baseline_sums_tir_kernels_and_scales_per_machine(
+        small_root: Path) -> None:
+    from gnnperf.baselines import KernelModelSum
+    from gnnperf.data import LatencyDataset
+    from gnnperf.kernel_model import KernelCostModel, KernelModelConfig, kernel_feature_names
+
+    ds = LatencyDataset(small_root)
+    graphs = [ds[i] for i in range(len(ds))]
+    torch.manual_seed(0)
+    summed = KernelModelSum(KernelCostModel(KernelModelConfig(
+        len(kernel_feature_names()), hidden=16, embed_dim=8, layers=2)))
+    per_node = summed.kernel_ms(graphs[0])
+    assert (per_node[~graphs[0].kernel_model_mask.numpy()] == 0).all()
+    assert (per_node[graphs[0].kernel_model_mask.numpy()] > 0).all()
+    pred = summed.fit(graphs).predict(graphs)
+    log_gap = np.log(pred) - np.array([float(g.y) for g in graphs])
+    hw = np.array([g.hw_id for g in graphs])
+    for h in set(hw):  # the fitted scale centres each machine's errors
+        assert np.median(log_gap[hw == h]) == pytest.approx(0.0, abs=1e-6)

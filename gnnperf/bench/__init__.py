@@ -21,16 +21,17 @@ import numpy as np
 from tqdm import tqdm
 
 from ..atomic import write_text
-from ..baselines import LearnedKernelModel, Roofline, measured_kernel_sum
+from ..baselines import KernelModelSum, LearnedKernelModel, Roofline, measured_kernel_sum
 from ..data import LatencyDataset, dataset_stats, split_indices
 from ..errors import GnnperfError
 from ..hardware import host_of
 from ..plots import pyplot, save_figure
-from ..training import TrainConfig, metrics, train_model
+from ..training import TrainConfig, metrics, resolve_kernel_model, train_model
 
 #: GNN variants on the kernel graph; ``gnn_onnx_graph`` trains ``gnn`` on operator graphs.
 GNN_VARIANTS = {"gnn": {}, "gnn_no_aux": {"aux_weight": 0.0}, "gnn_no_hw": {"use_hw": False}}
-BASELINES = ("measured_kernel_sum", "learned_kernel_sum", "roofline", "critical_path")
+BASELINES = ("measured_kernel_sum", "learned_kernel_sum", "kernel_model_sum", "roofline",
+             "critical_path")
 GNN_TRAININGS = len(GNN_VARIANTS) + 1  # per split run
 
 
@@ -125,6 +126,12 @@ def _run_instance(ds: LatencyDataset, ds_onnx: LatencyDataset, split: str, holdo
     start = time.perf_counter()
     out["critical_path"] = (kernels.predict_critical_path(test), true,
                             (time.perf_counter() - start) * 1e3 / len(test))
+    kernel_model = resolve_kernel_model(TrainConfig())
+    if kernel_model is not None:
+        summed = KernelModelSum(kernel_model).fit(train)
+        start = time.perf_counter()
+        out["kernel_model_sum"] = (summed.predict(test), true,
+                                   (time.perf_counter() - start) * 1e3 / len(test))
     roof = Roofline().fit(train)
     start = time.perf_counter()
     out["roofline"] = (roof.predict(test), true, (time.perf_counter() - start) * 1e3 / len(test))
@@ -289,7 +296,7 @@ def _plots(raw: dict[str, Any], out: Path) -> None:
             fams.append(family)
             gnn.append(metrics(pred, true)["mape"])
             best.append(min(metrics(run0[m][0], run0[m][1])["mape"]
-                            for m in ("learned_kernel_sum", "roofline", "critical_path")))
+                            for m in LEARNED_ADDITIVE if m in run0))
         fig, ax = plt.subplots(figsize=(7, 4))
         x = np.arange(len(fams))
         ax.bar(x - 0.2, gnn, 0.4, label="gnn")
@@ -301,7 +308,7 @@ def _plots(raw: dict[str, Any], out: Path) -> None:
         save_figure(fig, out / "per_family_lofo.png", dpi=110)
 
 
-LEARNED_ADDITIVE = ("learned_kernel_sum", "roofline", "critical_path")
+LEARNED_ADDITIVE = ("learned_kernel_sum", "kernel_model_sum", "roofline", "critical_path")
 
 
 def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
@@ -311,7 +318,7 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
     for name, table in splits.items():
         if "gnn" not in table:
             continue
-        best = min(LEARNED_ADDITIVE, key=lambda m: table[m]["mape"])
+        best = min((m for m in LEARNED_ADDITIVE if m in table), key=lambda m: table[m]["mape"])
         ratio = table["gnn"]["mape"] / table[best]["mape"]
         out.append({"split": name, "target": f"gnn MAPE <= 0.5 x best learned additive ({best})",
                     "value": ratio, "met": ratio <= 0.5})
