@@ -173,6 +173,45 @@ def sample_traced_schedule(func: tirx.PrimFunc, target: tvm.target.Target, seed:
     return candidates[0].sch
 
 
+class Scheduled(NamedTuple):
+    """A scheduled kernel and the MetaSchedule trace (JSON) that made it."""
+
+    func: tirx.PrimFunc
+    trace: list[Any]
+
+
+def cached_sampled_schedule(func: tirx.PrimFunc, target: tvm.target.Target, seed: int
+                            ) -> Scheduled | None:
+    """:func:`sample_traced_schedule`, remembered in the feature cache by workload, seed and
+    target: a kernel seen before is rebuilt by replaying its trace (~5 ms) instead of
+    generating the design space and sampling it again (~30 ms). The replay makes the same
+    PrimFunc (``tests/test_feature_cache.py`` checks it)."""
+    from .feature_cache import default_cache, target_key
+
+    cache = default_cache()
+    key = f"{kernel_hash(func)}|{seed}|{target_key(target)}"
+    hit = cache.get("schedule", key) if cache is not None else None
+    if hit is not None:
+        if hit["trace"] is None:
+            return None
+        return Scheduled(replay_trace(func, hit["trace"]), hit["trace"])
+    sch = sample_traced_schedule(func, target, seed)
+    out = None if sch is None else Scheduled(sch.mod["main"], trace_json(sch.trace))
+    if cache is not None:
+        cache.put("schedule", key, {"trace": None if out is None else out.trace})
+    return out
+
+
+def replay_trace(func: tirx.PrimFunc, trace: list[Any]) -> tirx.PrimFunc:
+    """``func`` scheduled by a stored MetaSchedule trace (``Trace.as_json()`` form)."""
+    from tvm.s_tir import Schedule
+    from tvm.s_tir.schedule import Trace
+
+    sch = Schedule(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}))
+    Trace.apply_json_to_schedule(trace, sch)
+    return sch.mod["main"]
+
+
 def sample_schedule(
     func: tirx.PrimFunc, target: tvm.target.Target, seed: int
 ) -> tirx.PrimFunc | None:
@@ -212,7 +251,8 @@ def trace_json(trace: Any) -> list[Any]:
 
 
 def _schedule_each(mod: tvm.IRModule, schedule: Any, what: str) -> AppliedBuild:
-    """``schedule(func)`` (a PrimFunc, or a ``Schedule`` whose trace is kept) on every kernel;
+    """``schedule(func)`` (a PrimFunc, or a ``Schedule`` or :class:`Scheduled` whose trace is
+    kept) on every kernel;
     kernels it cannot schedule (scans, extern calls, opaque blocks, a rule's assertion)
     stay as they are, and why is returned per kernel."""
     updates = {}
@@ -227,7 +267,10 @@ def _schedule_each(mod: tvm.IRModule, schedule: Any, what: str) -> AppliedBuild:
             continue
         if scheduled is None:
             continue
-        if not isinstance(scheduled, tirx.PrimFunc):  # a Schedule: keep its decisions
+        if isinstance(scheduled, Scheduled):
+            traces[gv.name_hint] = scheduled.trace
+            scheduled = scheduled.func
+        elif not isinstance(scheduled, tirx.PrimFunc):  # a Schedule: keep its decisions
             traces[gv.name_hint] = trace_json(scheduled.trace)
             scheduled = scheduled.mod["main"]
         updates[gv] = scheduled.with_attrs(
@@ -274,5 +317,5 @@ def apply_build(mod: tvm.IRModule, build: BuildConfig, target: tvm.target.Target
                               "tuned")
     if build.kind == "dlight":
         return _schedule_each(mod, lambda f: _dlight_schedule(f, target), "dlight")
-    return _schedule_each(mod, lambda f: sample_traced_schedule(f, target, build.seed),
+    return _schedule_each(mod, lambda f: cached_sampled_schedule(f, target, build.seed),
                           "schedule sampling")

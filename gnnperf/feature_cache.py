@@ -3,10 +3,12 @@
 Almost all of a prediction's time is TVM's: import, legalize, fuse, schedule sampling,
 TIR analyses and PerStoreFeature. The same work repeats across calls: a NAS space shares
 most kernels between candidates, and one model asked for several hardware configs is
-lowered once per ISA. Two tables:
+lowered once per ISA. Three tables:
 
 - ``kernel``: a kernel's static analyses, keyed by the scheduled PrimFunc's structural
   hash and the target;
+- ``schedule``: a kernel's sampled schedule (its MetaSchedule trace), keyed by the
+  unscheduled workload's structural hash, the seed and the target;
 - ``graph``: a model's whole kernel graph, keyed by the ONNX content, input shapes,
   build and target (thread counts share it: the code does not depend on them).
 
@@ -36,6 +38,7 @@ SOURCES = (
     "onnx_import.py",
     "builds.py",
     "lowering.py",
+    "constant_folding.py",
     # every module of the features package, so a new one is hashed too
     *sorted(f"features/{p.name}" for p in (Path(__file__).parent / "features").glob("*.py")),
     "feature_cache.py",

@@ -103,3 +103,29 @@ def test_predict_many_lowers_in_parallel_and_keeps_the_input_order(
     assert [p.latency_ms for p in parallel] == pytest.approx([p.latency_ms for p in serial],
                                                              rel=1e-6)
     assert [len(p.kernels) for p in parallel] == [len(p.kernels) for p in serial]
+
+
+def test_a_cached_schedule_replays_into_the_same_kernels(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel seen before gets its schedule by replaying the stored trace: the module,
+    the traces and the graph are those that sampling gives."""
+    import tvm
+
+    from gnnperf.features import extract_graph
+    from gnnperf.lowering import lower_onnx
+
+    monkeypatch.setenv("GNNPERF_CACHE_DIR", str(tmp_path))
+    model = zoo.export_onnx(zoo.tiny_spec("mobilenet"))
+    hw = HardwareSpec.from_id("local/x86-64-v3/2t")
+    monkeypatch.setenv("GNNPERF_FEATURE_CACHE", "0")
+    sampled = lower_onnx(model, hw, "sampled:1")
+    monkeypatch.setenv("GNNPERF_FEATURE_CACHE", "1")
+    lower_onnx(model, hw, "sampled:1")  # stores the traces
+    cache = feature_cache.default_cache()
+    assert cache is not None
+    stored = cache._db().execute("SELECT COUNT(*) FROM entries WHERE tab='schedule'").fetchone()
+    assert stored[0] == len(sampled.unscheduled)
+    replayed = lower_onnx(model, hw, "sampled:1")
+    tvm.ir.assert_structural_equal(replayed.module, sampled.module)
+    assert replayed.traces == sampled.traces and replayed.traces
+    assert extract_graph(replayed).to_dict() == extract_graph(sampled).to_dict()
