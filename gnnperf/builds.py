@@ -203,11 +203,17 @@ def cached_sampled_schedule(func: tirx.PrimFunc, target: tvm.target.Target, seed
 
 
 def replay_trace(func: tirx.PrimFunc, trace: list[Any]) -> tirx.PrimFunc:
-    """``func`` scheduled by a stored MetaSchedule trace (``Trace.as_json()`` form)."""
+    """``func`` scheduled by a stored MetaSchedule trace (``Trace.as_json()`` form).
+
+    The schedule works on a deep copy: a ``Schedule`` rewrites the TIR it is given in place,
+    and ``func`` is still the model's unscheduled kernel (its workload id) to the caller.
+    MetaSchedule deep-copies the same way (a JSON round trip, ~4 ms; ``ffi.DeepCopy`` would
+    also copy the ``Op`` singletons, which then no longer compare equal)."""
     from tvm.s_tir import Schedule
     from tvm.s_tir.schedule import Trace
 
-    sch = Schedule(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}))
+    private = tvm.ir.load_json(tvm.ir.save_json(func))
+    sch = Schedule(tvm.IRModule({"main": private.with_attr("global_symbol", "main")}))
     Trace.apply_json_to_schedule(trace, sch)
     return sch.mod["main"]
 

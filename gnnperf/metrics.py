@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import stats as sps
 
 
 def metrics(pred_ms: np.ndarray, true_ms: np.ndarray) -> dict[str, float]:
@@ -20,6 +19,8 @@ def metrics(pred_ms: np.ndarray, true_ms: np.ndarray) -> dict[str, float]:
         "n": int(len(true_ms)),
     }
     if len(true_ms) > 2:
+        from scipy import stats as sps  # scipy.stats costs 0.6 s to import: only when used
+
         out["spearman"] = float(sps.spearmanr(pred_ms, true_ms).statistic)
         out["kendall"] = float(sps.kendalltau(pred_ms, true_ms).statistic)
     return out

@@ -7,8 +7,8 @@ nothing is compiled or executed.
 
 from __future__ import annotations
 
-import hashlib
-import json
+import atexit
+import gc
 import math
 import os
 import time
@@ -29,12 +29,11 @@ from tqdm import tqdm
 from .builds import BuildConfig
 from .data import graph_to_data
 from .errors import BuildConfigError
-from .feature_cache import default_cache, target_key
-from .features import KernelGraph, extract_graph
+from .features import KernelGraph
 from .hardware import FEATURE_NAMES as HW_FEATURE_NAMES
 from .hardware import ISA_LEVELS, HardwareSpec, available_cores, supported_isas
-from .lowering import lower_onnx
 from .model import EnsembleGNN
+from .prediction_graphs import cached_graph, lower_for_prediction, lower_in_worker
 from .training import interval_ms, load_checkpoint, model_from_checkpoint
 
 DEFAULT_CHECKPOINT = Path(__file__).resolve().parent.parent / "checkpoints" / "gnnperf.pt"
@@ -42,6 +41,11 @@ DEFAULT_CHECKPOINT = Path(__file__).resolve().parent.parent / "checkpoints" / "g
 # distribution: on one CPU at one thread count the dataset's own medians span up to 1.67
 # (stream, 2 threads, Zen 4), and a small training set sees only a sliver of that drift.
 REFERENCE_STATE_MARGIN_LOG2 = 1.0
+
+# torch, PyG and TVM leave about a million objects behind, and the garbage collections of
+# interpreter shutdown spend ~0.8 s walking them for nothing: a command-line user waits
+# for that. Frozen objects are skipped (memory goes back to the OS at exit anyway).
+atexit.register(gc.freeze)
 
 
 class OutOfDistributionWarning(UserWarning):
@@ -212,37 +216,6 @@ def _predictor(checkpoint: str | os.PathLike[str] | None) -> Predictor:
     return _cached_predictor(str(Path(checkpoint) if checkpoint else default_checkpoint()))
 
 
-def lower_for_prediction(
-    model: str | os.PathLike[str] | onnx.ModelProto,
-    hw: HardwareSpec,
-    build: str,
-    input_shapes: Mapping[str, Sequence[int]] | None = None,
-) -> KernelGraph:
-    """The kernel graph of ``model`` for ``hw``'s target and ``build``, from the feature
-    cache when this model was lowered for this target before (any thread count)."""
-    cache = default_cache()
-    key = None
-    if cache is not None:
-        key = _graph_key(model, hw, build, input_shapes)
-        hit = cache.get("graph", key)
-        if hit is not None:
-            return KernelGraph.from_dict(hit)
-    graph = extract_graph(lower_onnx(model, hw, build, input_shapes))
-    if cache is not None and key is not None:
-        cache.put("graph", key, graph.to_dict())
-    return graph
-
-
-def _graph_key(model: str | os.PathLike[str] | onnx.ModelProto, hw: HardwareSpec, build: str,
-               input_shapes: Mapping[str, Sequence[int]] | None) -> str:
-    """What determines a model's kernel graph: its bytes, shapes, build and target."""
-    data = (model.SerializeToString() if isinstance(model, onnx.ModelProto)
-            else Path(model).read_bytes() if Path(model).is_file() else b"")
-    shapes = json.dumps({k: list(v) for k, v in (input_shapes or {}).items()}, sort_keys=True)
-    return "|".join([hashlib.sha256(data).hexdigest(), shapes, build,
-                     target_key(hw.target_dict())])
-
-
 def predict(
     onnx_path: str | os.PathLike[str] | onnx.ModelProto,
     hw: HardwareSpec | dict[str, Any] | str = "local",
@@ -275,9 +248,10 @@ def predict_many(
     workers: int | None = None,
     progress: bool = False,
 ) -> list[Prediction]:
-    """Predict a batch, in input order; already-lowered :class:`KernelGraph` items skip
-    lowering. The others are lowered by ``workers`` processes (default: one per core,
-    serial for a single model) sharing the feature cache; ``progress`` shows a tqdm bar."""
+    """Predict a batch, in input order; already-lowered :class:`KernelGraph` items and
+    models whose graph is in the feature cache skip lowering. The others are lowered by
+    ``workers`` processes (default: one per core, serial for a single model) sharing the
+    feature cache; ``progress`` shows a tqdm bar."""
     build = str(BuildConfig.parse(build))
     predictor = _predictor(checkpoint)
     spec = predictor.hardware(hw)
@@ -285,9 +259,9 @@ def predict_many(
         if isinstance(m, KernelGraph) and m.build != build:
             raise BuildConfigError(f"a graph lowered for build '{m.build}' was passed to "
                                    f"predict_many(build='{build}')")
-    todo = [i for i, m in enumerate(models) if not isinstance(m, KernelGraph)]
-    graphs: list[KernelGraph | None] = [m if isinstance(m, KernelGraph) else None
-                                        for m in models]
+    graphs: list[KernelGraph | None] = [
+        m if isinstance(m, KernelGraph) else cached_graph(m, spec, build) for m in models]
+    todo = [i for i, g in enumerate(graphs) if g is None]
     n_workers = min(workers or available_cores(), len(todo))
     bar = tqdm(total=len(todo), desc="lower", unit="model", disable=not progress)
     if n_workers <= 1:
@@ -298,16 +272,10 @@ def predict_many(
         sources = [models[i] if isinstance(models[i], onnx.ModelProto) else str(models[i])
                    for i in todo]
         with ProcessPoolExecutor(n_workers, mp_context=get_context("spawn")) as pool:
-            futures = {pool.submit(_lower_in_worker, src, spec.to_dict(), build): i
+            futures = {pool.submit(lower_in_worker, src, spec.to_dict(), build): i
                        for i, src in zip(todo, sources, strict=True)}
             for future in as_completed(futures):
                 graphs[futures[future]] = KernelGraph.from_dict(future.result())
                 bar.update()
     bar.close()
     return predictor.predict_graphs([(g, spec) for g in graphs if g is not None])
-
-
-def _lower_in_worker(model: str | onnx.ModelProto, hw: dict[str, Any], build: str
-                     ) -> dict[str, Any]:
-    """One model's kernel graph, in a pool process (a dict crosses the process boundary)."""
-    return lower_for_prediction(model, HardwareSpec.from_dict(hw), build).to_dict()

@@ -17,11 +17,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 import torch
-from scipy import stats as sps
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from torch_geometric.loader import DataLoader
 from torch_geometric.utils import scatter
@@ -42,7 +42,7 @@ from .seeding import seed_everything
 CHECKPOINT_FORMAT = 2
 #: Nominal coverage of the reported prediction interval.
 INTERVAL_COVERAGE = 0.9
-INTERVAL_Z = float(sps.norm.ppf(0.5 + INTERVAL_COVERAGE / 2))
+INTERVAL_Z = NormalDist().inv_cdf(0.5 + INTERVAL_COVERAGE / 2)
 
 
 def interval_ms(mu: np.ndarray | float, sigma: np.ndarray | float

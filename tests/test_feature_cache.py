@@ -129,3 +129,6 @@ def test_a_cached_schedule_replays_into_the_same_kernels(
     tvm.ir.assert_structural_equal(replayed.module, sampled.module)
     assert replayed.traces == sampled.traces and replayed.traces
     assert extract_graph(replayed).to_dict() == extract_graph(sampled).to_dict()
+    # the replay schedules a copy: the unscheduled kernels (workload ids) stay untouched
+    for name, func in replayed.unscheduled.items():
+        tvm.ir.assert_structural_equal(func, sampled.unscheduled[name])

@@ -19,17 +19,45 @@ from ..feature_cache import default_cache, target_key
 MS_FEATURE_DIM = 164
 
 
+def _blocks_and_loops(func: tirx.PrimFunc) -> list[tuple[Any, list[tirx.For]]]:
+    """Every block under the root block, with the loops between it and its enclosing block
+    (what ``Schedule.get_loops`` returns), from one walk over the TIR: the schedule API
+    costs ~6 ms a kernel in argument checks alone. Raises on a kernel without a root block
+    (scans), as the schedule does."""
+    from tvm.s_tir import SBlockRealize
+
+    found: list[tuple[Any, list[tirx.For]]] = []
+    has_root = False
+
+    def walk(stmt: Any, loops: list[tirx.For], under_root: bool) -> None:
+        nonlocal has_root
+        if isinstance(stmt, SBlockRealize):
+            block = stmt.block
+            if under_root:
+                found.append((block, loops))
+            is_root = block.name_hint == "root"
+            has_root |= is_root
+            walk(block.body, [], under_root or is_root)
+        elif isinstance(stmt, tirx.For):
+            walk(stmt.body, [*loops, stmt], under_root)
+        elif isinstance(stmt, tirx.SeqStmt):
+            for part in stmt.seq:
+                walk(part, loops, under_root)
+        elif isinstance(stmt, tirx.IfThenElse):
+            walk(stmt.then_case, loops, under_root)
+            if stmt.else_case is not None:
+                walk(stmt.else_case, loops, under_root)
+        elif isinstance(getattr(stmt, "body", None), tirx.Stmt):
+            walk(stmt.body, loops, under_root)
+
+    walk(func.body, [], False)
+    if not has_root:
+        raise LookupError("the kernel has no root block")
+    return found
+
+
 def loop_features(func: tirx.PrimFunc) -> dict[str, float]:
     """Loop-nest and schedule figures of a (scheduled) PrimFunc."""
-    from tvm import s_tir
-
-    sch = s_tir.Schedule(func)
-    blocks = []
-    stack = list(sch.get_child_blocks(sch.get_sblock("root")))
-    while stack:
-        block = stack.pop()
-        blocks.append(block)
-        stack.extend(sch.get_child_blocks(block))
     seen_loops: dict[Any, Any] = {}
     max_depth = 0
     parallel = vector = 1
@@ -37,8 +65,8 @@ def loop_features(func: tirx.PrimFunc) -> dict[str, float]:
     auto_unroll = 0
     reduction = spatial = 1
     reduce_blocks = 0
-    for block in blocks:
-        loops = [sch.get(lp) for lp in sch.get_loops(block)]
+    blocks = _blocks_and_loops(func)
+    for block, loops in blocks:
         max_depth = max(max_depth, len(loops))
         block_parallel = 1
         for loop in loops:
@@ -51,9 +79,8 @@ def loop_features(func: tirx.PrimFunc) -> dict[str, float]:
             if loop.annotations and "pragma_auto_unroll_max_step" in loop.annotations:
                 auto_unroll = max(auto_unroll, int(loop.annotations["pragma_auto_unroll_max_step"]))
         parallel = max(parallel, block_parallel)
-        node = sch.get(block)
         red = sp = 1
-        for iv in node.iter_vars:
+        for iv in block.iter_vars:
             ext = int(iv.dom.extent) if isinstance(iv.dom.extent, tirx.IntImm) else 1
             if int(iv.iter_type) == 2:
                 red *= ext
@@ -80,6 +107,10 @@ def loop_features(func: tirx.PrimFunc) -> dict[str, float]:
     }
 
 
+#: per target: a TuneContext and PerStoreFeature, built once (~5 ms each time otherwise)
+_FEATURE_CONTEXTS: dict[str, tuple[Any, Any]] = {}
+
+
 def ms_store_features(func: tirx.PrimFunc, target: tvm.target.Target) -> list[float]:
     """MetaSchedule's PerStoreFeature (TVM's own cost-model input), averaged over stores."""
     from tvm.s_tir import Schedule
@@ -89,9 +120,13 @@ def ms_store_features(func: tirx.PrimFunc, target: tvm.target.Target) -> list[fl
 
     func = func.with_attr("global_symbol", "main")
     mod = tvm.IRModule({"main": func})
-    ctx = tune_context(mod, target, 1)
+    key = target_key(target)
+    if key not in _FEATURE_CONTEXTS:  # the extractor reads the target, not the context's mod
+        _FEATURE_CONTEXTS[key] = (tune_context(mod, target, 1),
+                                  PerStoreFeature(extract_workload=False))
+    ctx, extractor = _FEATURE_CONTEXTS[key]
     cand = MeasureCandidate(Schedule(mod), ArgInfo.from_prim_func(func))
-    feats = PerStoreFeature(extract_workload=False).extract_from(ctx, [cand])[0].numpy()
+    feats = extractor.extract_from(ctx, [cand])[0].numpy()
     if feats.size == 0:
         return [0.0] * MS_FEATURE_DIM
     mean = feats.mean(axis=0)

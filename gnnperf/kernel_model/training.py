@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from scipy import stats as sps
 from torch import Tensor
 
 from ..atomic import atomic_path
@@ -134,6 +133,8 @@ def ranking_metrics(pred_log: np.ndarray, true_log: np.ndarray, groups: np.ndarr
                     ) -> dict[str, float]:
     """Within-group agreement: mean Spearman / Kendall over groups of >= 3 schedules, and
     top-1 regret: how much slower the schedule predicted fastest is than the fastest (%)."""
+    from scipy import stats as sps  # scipy.stats costs 0.6 s to import: only when used
+
     spear, kend, regret = [], [], []
     for g in np.unique(groups):
         m = groups == g
