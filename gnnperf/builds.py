@@ -27,7 +27,6 @@ from __future__ import annotations
 import importlib.util
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -35,44 +34,8 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-from .errors import BuildConfigError, LoweringError, one_line
-
-BUILD_KINDS = ("default", "dlight", "sampled", "tuned")
-
-
-@dataclass(frozen=True)
-class BuildConfig:
-    """A parsed build configuration string such as ``sampled:0``."""
-
-    kind: str
-    seed: int = 0
-
-    @classmethod
-    def parse(cls, text: str | BuildConfig) -> BuildConfig:
-        if isinstance(text, BuildConfig):
-            return text
-        kind, _, arg = str(text).strip().partition(":")
-        if kind not in BUILD_KINDS:
-            raise BuildConfigError(
-                f"unknown build configuration '{text}'; use default, dlight, sampled:SEED "
-                "or tuned"
-            )
-        if kind != "sampled":
-            if arg:
-                raise BuildConfigError(f"build '{kind}' takes no argument (got '{text}')")
-            return cls(kind)
-        if not arg:
-            return cls(kind, 0)
-        try:
-            seed = int(arg)
-        except ValueError:
-            raise BuildConfigError(f"sampled build needs an integer seed, got '{arg}'") from None
-        if seed < 0:
-            raise BuildConfigError(f"sampled build seed must be >= 0, got {seed}")
-        return cls(kind, seed)
-
-    def __str__(self) -> str:
-        return f"sampled:{self.seed}" if self.kind == "sampled" else self.kind
+from .build_config import BuildConfig
+from .errors import LoweringError, one_line
 
 
 def kernel_hash(func: tirx.PrimFunc) -> int:
@@ -121,6 +84,16 @@ def _register_x86_intrinsics() -> None:
     _X86_INTRINSICS_LOADED = True
 
 
+def _has_avx512(target: tvm.target.Target) -> bool:
+    """Whether MetaSchedule picks its AVX-512/VNNI rules for ``target`` (which name x86
+    tensor intrinsics); the plain llvm rules of AVX2 and older targets name none, so their
+    processes skip the half second the registration takes (same schedules: checked on
+    every zoo family at x86-64-v2 and v3)."""
+    from tvm.target import codegen
+
+    return bool(codegen.target_has_features("avx512f", target))
+
+
 def tune_context(func_mod: tvm.IRModule, target: tvm.target.Target, seed: int) -> Any:
     """A MetaSchedule TuneContext built through its FFI constructor.
 
@@ -128,8 +101,8 @@ def tune_context(func_mod: tvm.IRModule, target: tvm.target.Target, seed: int) -
     process); the constructor is called directly and only the x86 intrinsics that the
     llvm rules can reference are registered.
     """
-    if target.kind.name == "llvm":
-        _register_x86_intrinsics()
+    if target.kind.name == "llvm" and _has_avx512(target):
+        _register_x86_intrinsics()  # the only targets whose rules name them
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule import _ffi_api
     from tvm.s_tir.meta_schedule.logging import get_logger, get_logging_func

@@ -27,7 +27,7 @@ from typing import Any
 from tqdm import tqdm
 
 from . import __version__, zoo
-from .builds import BuildConfig
+from .build_config import BuildConfig
 from .cpu_identity import CpuSignature, signature_of_hw
 from .dataset_folder import DatasetFolder
 from .errors import DatasetError, GnnperfError, HardwareError, one_line

@@ -27,7 +27,7 @@ import torch
 from torch_geometric.data import Data, InMemoryDataset
 
 from .atomic import atomic_path
-from .builds import BUILD_KINDS, BuildConfig
+from .build_config import BUILD_KINDS, BuildConfig
 from .cpu_identity import signature_of_hw
 from .dataset_folder import DatasetFolder, default_root
 from .errors import DatasetError, one_line

@@ -46,12 +46,22 @@ SOURCES = (
 DEFAULT_MAX_ENTRIES = 200_000
 
 
+def _tvm_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("apache-tvm")
+    except PackageNotFoundError:  # a TVM built from source, not installed from PyPI
+        import tvm
+
+        return str(tvm.__version__)
+
+
 @lru_cache(maxsize=1)
 def code_version() -> str:
-    """Hash of the code that computes cached values, and of the TVM it runs on."""
-    import tvm
-
-    h = hashlib.sha256(f"{__version__}|{tvm.__version__}".encode())
+    """Hash of the code that computes cached values, and of the TVM it runs on (its version
+    read from the installed distribution: a cache lookup must not import TVM, ~2 s)."""
+    h = hashlib.sha256(f"{__version__}|{_tvm_version()}".encode())
     root = Path(__file__).resolve().parent
     for name in SOURCES:
         h.update((root / name).read_bytes())

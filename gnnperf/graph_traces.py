@@ -16,13 +16,15 @@ import os
 import socket
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .builds import BuildConfig
-from .collect import CollectSummary
+from .build_config import BuildConfig
 from .dataset_folder import DatasetFolder
 from .errors import one_line
 from .shards import ShardWriter, iter_lines, latest_records
+
+if TYPE_CHECKING:  # the collector (TVM) is needed to add traces, not to read them
+    from .collect import CollectSummary
 
 TRACE_KINDS = ("graph_traces", "graph_traces_failure")
 
@@ -70,6 +72,8 @@ def add_graph_traces(root: str | os.PathLike[str] | DatasetFolder | None = None,
     """Lower again the model of every ``sampled:*`` graph of ``root`` that has no traces
     and store its traces (resumable: graphs already done or failed are skipped)."""
     from tqdm import tqdm
+
+    from .collect import CollectSummary
 
     folder = DatasetFolder.resolve(root)
     start = time.time()

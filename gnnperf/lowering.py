@@ -23,21 +23,11 @@ import tvm
 from tvm import relax, tirx
 
 from .atomic import atomic_path
-from .builds import BuildConfig, apply_build
+from .build_config import BuildConfig
+from .builds import apply_build
 from .constant_folding import with_batched_folding
 from .errors import LoweringError, one_line
 from .hardware import HardwareSpec, available_cores
-
-#: Names of TVM's op pattern kinds (tvm/relax/op_attr_types.h), by value.
-OP_PATTERNS = {
-    0: "elemwise",
-    1: "broadcast",
-    2: "injective",
-    3: "comm_reduce",
-    4: "out_elemwise_fusable",
-    7: "tuple",
-    8: "opaque",
-}
 
 
 def _backend(target: tvm.target.Target) -> Any:

@@ -3,44 +3,51 @@
 The model is lowered exactly as the collector lowers it (same pipeline, same build
 configuration), so the graph the GNN sees is the graph of the code that would run;
 nothing is compiled or executed.
+
+This module imports neither TVM nor PyTorch: a new process that predicts one model starts
+lowering it in a second interpreter while this one loads PyTorch Geometric and the
+checkpoint (:class:`~gnnperf.prediction_graphs.BackgroundLowering`), which saves the
+seconds those imports take one after the other.
 """
 
 from __future__ import annotations
 
 import atexit
 import gc
-import math
 import os
+import sys
 import time
-import warnings
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field
-from functools import lru_cache
 from multiprocessing import get_context
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import onnx
-import torch
-from torch_geometric.data import Batch
 from tqdm import tqdm
 
-from .builds import BuildConfig
-from .data import graph_to_data
+from .build_config import BuildConfig
 from .errors import BuildConfigError
 from .features import KernelGraph
-from .hardware import FEATURE_NAMES as HW_FEATURE_NAMES
-from .hardware import ISA_LEVELS, HardwareSpec, available_cores, supported_isas
-from .model import EnsembleGNN
-from .prediction_graphs import cached_graph, lower_for_prediction, lower_in_worker
-from .training import interval_ms, load_checkpoint, model_from_checkpoint
+from .hardware import HardwareSpec, available_cores
+from .prediction_graphs import (
+    BackgroundLowering,
+    cached_graph,
+    lower_for_prediction,
+    lower_in_worker,
+)
+from .prediction_types import (
+    DEFAULT_CHECKPOINT,
+    KernelPrediction,
+    OutOfDistributionWarning,
+    Prediction,
+    default_checkpoint,
+)
 
-DEFAULT_CHECKPOINT = Path(__file__).resolve().parent.parent / "checkpoints" / "gnnperf.pt"
-# Reference-kernel times (log2 ms) within a factor of 2 of the training range are not out of
-# distribution: on one CPU at one thread count the dataset's own medians span up to 1.67
-# (stream, 2 threads, Zen 4), and a small training set sees only a sliver of that drift.
-REFERENCE_STATE_MARGIN_LOG2 = 1.0
+if TYPE_CHECKING:
+    from .graph_predictor import Predictor
+
+__all__ = ["DEFAULT_CHECKPOINT", "KernelPrediction", "OutOfDistributionWarning", "Prediction",
+           "default_checkpoint", "lower_for_prediction", "predict", "predict_many"]
 
 # torch, PyG and TVM leave about a million objects behind, and the garbage collections of
 # interpreter shutdown spend ~0.8 s walking them for nothing: a command-line user waits
@@ -48,172 +55,10 @@ REFERENCE_STATE_MARGIN_LOG2 = 1.0
 atexit.register(gc.freeze)
 
 
-class OutOfDistributionWarning(UserWarning):
-    """The input lies outside what the checkpoint was trained on."""
-
-
-@dataclass
-class KernelPrediction:
-    index: int
-    name: str
-    ms: float
-    flops: float
-
-
-@dataclass
-class Prediction:
-    """A latency prediction; ``low_ms``..``high_ms`` covers the truth with ``coverage``."""
-
-    latency_ms: float
-    low_ms: float
-    high_ms: float
-    coverage: float
-    hw_id: str
-    build: str
-    kernels: list[KernelPrediction] = field(default_factory=list)
-    predict_s: float = 0.0
-    warnings: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @property
-    def gflop(self) -> float:
-        return sum(k.flops for k in self.kernels) / 1e9
-
-    def plot(self, path: str | os.PathLike[str], top: int = 12, title: str | None = None
-             ) -> Path:
-        """Draw the per-kernel breakdown: the kernels that make up most of the predicted
-        latency, labelled with their fused operators and share, and the interval."""
-        from .plots import plot_breakdown
-
-        summary = (f"{self.hw_id}, build {self.build}: {self.latency_ms:.3f} ms predicted, "
-                   f"{self.coverage * 100:.0f}% interval [{self.low_ms:.3f}, "
-                   f"{self.high_ms:.3f}] ms")
-        return plot_breakdown([(f"#{k.index} {k.name}", k.ms) for k in self.kernels], path,
-                              title=f"{title}\n{summary}" if title else summary, top=top)
-
-
-class Predictor:
-    """A loaded checkpoint, ready to predict graphs."""
-
-    def __init__(self, checkpoint: str | os.PathLike[str] | None = None) -> None:
-        path = Path(checkpoint) if checkpoint is not None else default_checkpoint()
-        self.payload = load_checkpoint(path)
-        self.model: EnsembleGNN
-        self.model, self.scaler = model_from_checkpoint(self.payload)
-        self.sigma_scale = float(self.payload["sigma_scale"])
-        self.coverage = float(self.payload["interval_coverage"])
-
-    @property
-    def trained_isas(self) -> list[str]:
-        """ISAs of the training hardware (older checkpoints: read off the hw ranges)."""
-        if "isas" in self.payload:
-            return list(self.payload["isas"])
-        lo, hi = self.payload["hw_ranges"]["isa_level"]
-        return list(ISA_LEVELS)[int(lo): int(hi) + 1]
-
-    @property
-    def sees_reference(self) -> bool:
-        """Whether the checkpoint reads the reference kernels' times (measurement v2)."""
-        names = self.payload.get("feature_names") or []
-        return any(str(n).startswith("hw_log2_ref_") for n in names)
-
-    def hardware(self, hw: HardwareSpec | dict[str, Any] | str) -> HardwareSpec:
-        """``hw`` as a spec; for this machine, with its reference kernels' usual times
-        when the checkpoint reads them (measured once, then cached)."""
-        spec = HardwareSpec.coerce(hw)
-        if spec.reference_ms is None and spec.host == "local" and self.sees_reference:
-            from .measure.local import with_reference_figures
-
-            spec = with_reference_figures(spec)
-        return spec
-
-    def check_inputs(self, hw: HardwareSpec, build: str, gflop: float | None = None
-                     ) -> list[str]:
-        """Reasons why a prediction may be unreliable (empty when in distribution)."""
-        reasons = []
-        ranges = self.payload.get("gflop_ranges", {})
-        # older checkpoints keyed the ranges by the full build string
-        seen = ranges.get(BuildConfig.parse(build).kind) or ranges.get(build)
-        if gflop is not None and seen and not seen[0] / 4 <= gflop <= seen[1] * 4:
-            reasons.append(f"the model's {gflop:.3g} GFLOP is far outside the "
-                           f"{seen[0]:.3g}..{seen[1]:.3g} GFLOP of the '{build}' training models")
-        isas = self.trained_isas
-        if hw.isa not in isas:
-            usable = [i for i in isas if i in supported_isas()] if hw.host == "local" else []
-            hint = f"; local/{usable[-1]} is an in-distribution target here" if usable else ""
-            reasons.append(f"ISA {hw.isa} was not in the training hardware "
-                           f"({', '.join(isas)}){hint}")
-        no_reference = self.sees_reference and hw.feature_vector()[
-            HW_FEATURE_NAMES.index("ref_missing")] == 1.0
-        if no_reference and self.payload["hw_ranges"]["ref_missing"][1] == 0.0:
-            reasons.append("the hardware spec has no reference-kernel times, which this "
-                           "checkpoint reads; `gnnperf hw` measures them")
-        for name, value in zip(HW_FEATURE_NAMES, hw.feature_vector(), strict=True):
-            if name not in self.payload["hw_ranges"]:
-                continue  # a feature added after this checkpoint was trained
-            if no_reference and "ref_" in name:
-                continue  # said once above
-            lo, hi = self.payload["hw_ranges"][name]
-            margin = 0.25 * max(hi - lo, 1e-9)
-            if "ref_" in name:  # the machine's state, not its identity: drifts between runs
-                margin = max(margin, REFERENCE_STATE_MARGIN_LOG2)
-            if value < lo - margin - 1e-6 or value > hi + margin + 1e-6:
-                reasons.append(f"hardware feature {name}={value:.3g} is outside the training "
-                               f"range [{lo:.3g}, {hi:.3g}]")
-        builds = self.payload.get("builds", [])
-        if builds and build not in builds and not (
-            build.startswith("sampled:") and any(b.startswith("sampled:") for b in builds)
-        ):
-            reasons.append(f"build '{build}' was not in the training data ({', '.join(builds)})")
-        return reasons
-
-    @torch.no_grad()
-    def predict_graphs(self, items: Sequence[tuple[KernelGraph, HardwareSpec]]
-                       ) -> list[Prediction]:
-        """Predict many lowered graphs in one batched forward pass."""
-        start = time.perf_counter()
-        datas = [self.scaler(graph_to_data(g, hw)) for g, hw in items]
-        batch = Batch.from_data_list(datas)
-        out = self.model(batch)
-        per_graph_s = (time.perf_counter() - start) / max(len(items), 1)
-        results = []
-        offsets = batch.ptr.tolist()
-        for i, (graph, hw) in enumerate(items):
-            mu = float(out.mu[i])
-            sigma = float(out.log_sigma[i].exp()) * self.sigma_scale
-            kernel_ms = out.kernel_mu[offsets[i]:offsets[i + 1]].exp().tolist()
-            low, high = interval_ms(mu, sigma)
-            reasons = self.check_inputs(hw, graph.build, graph.total_flops / 1e9)
-            for reason in reasons:
-                warnings.warn(reason, OutOfDistributionWarning, stacklevel=3)
-            results.append(Prediction(
-                latency_ms=math.exp(mu),
-                low_ms=float(low),
-                high_ms=float(high),
-                coverage=self.coverage,
-                hw_id=hw.hw_id,
-                build=graph.build,
-                kernels=[KernelPrediction(n.index, n.name, float(ms), n.flops)
-                         for n, ms in zip(graph.nodes, kernel_ms, strict=True)],
-                predict_s=per_graph_s,
-                warnings=reasons,
-            ))
-        return results
-
-
-def default_checkpoint() -> Path:
-    return Path(os.environ.get("GNNPERF_CHECKPOINT", DEFAULT_CHECKPOINT))
-
-
-@lru_cache(maxsize=4)
-def _cached_predictor(path: str) -> Predictor:
-    return Predictor(path)
-
-
 def _predictor(checkpoint: str | os.PathLike[str] | None) -> Predictor:
-    return _cached_predictor(str(Path(checkpoint) if checkpoint else default_checkpoint()))
+    from .graph_predictor import load_predictor  # PyTorch and PyG load here
+
+    return load_predictor(checkpoint)
 
 
 def predict(
@@ -231,9 +76,21 @@ def predict(
     """
     start = time.perf_counter()
     build = str(BuildConfig.parse(build))
-    predictor = _predictor(checkpoint)
-    spec = predictor.hardware(hw)
-    graph = lower_for_prediction(onnx_path, spec, build, input_shapes)
+    target_hw = HardwareSpec.coerce(hw)
+    graph = cached_graph(onnx_path, target_hw, build, input_shapes)
+    # TVM not loaded yet (a new process): lower in a second interpreter meanwhile
+    background = (BackgroundLowering.start(onnx_path, target_hw, build, input_shapes)
+                  if graph is None and "tvm" not in sys.modules else None)
+    try:
+        predictor = _predictor(checkpoint)
+        spec = predictor.hardware(target_hw)
+        if graph is None and background is not None:
+            graph = background.result()
+    finally:
+        if background is not None:
+            background.cancel()
+    if graph is None:
+        graph = lower_for_prediction(onnx_path, spec, build, input_shapes)
     result = predictor.predict_graphs([(graph, spec)])[0]
     result.predict_s = time.perf_counter() - start
     return result

@@ -15,7 +15,7 @@ import math
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import NormalDist
 from typing import Any
@@ -28,15 +28,16 @@ from torch_geometric.utils import scatter
 from tqdm import tqdm
 
 from .atomic import atomic_path, write_text
-from .builds import BuildConfig
+from .build_config import BuildConfig
 from .data import FeatureScaler, LatencyDataset, feature_names, split_indices
-from .errors import CheckpointError, GnnperfError, TrainingConfigError, one_line
+from .errors import CheckpointError, GnnperfError, one_line
 from .hardware import FEATURE_NAMES as HW_FEATURE_NAMES
 from .hardware import ISA_LEVELS, host_of
 from .kernel_model import KernelCostModel, kernel_feature_names, load_kernel_model
 from .metrics import breakdown, metrics
 from .model import EnsembleGNN, LatencyGNN, ModelConfig
 from .seeding import seed_everything
+from .train_config import TrainConfig
 
 #: Version of the checkpoint layout (2: an ensemble of members).
 CHECKPOINT_FORMAT = 2
@@ -53,68 +54,6 @@ def interval_ms(mu: np.ndarray | float, sigma: np.ndarray | float
 
 #: the kernel cost model ``python train.py`` reads (``gnnperf train-kernels`` writes it)
 DEFAULT_KERNEL_MODEL = Path(__file__).resolve().parent.parent / "checkpoints" / "kernel_model.pt"
-
-
-@dataclass
-class TrainConfig:
-    split: str = "random"
-    holdout: str | None = None
-    epochs: int = 200
-    patience: int = 30
-    batch_size: int = 32
-    lr: float = 2e-3
-    weight_decay: float = 1e-5
-    hidden: int = 128
-    layers: int = 4
-    dropout: float = 0.0
-    aux_weight: float = 1.0  # chosen by scripts/compare_configs.py (see README)
-    use_hw: bool = True
-    seed: int = 0
-    device: str = "cpu"
-    val_frac: float = 0.1
-    test_frac: float = 0.15
-    max_minutes: float = 18.0
-    ensemble: int = 3
-    ema: float = 0.99  # decay of the weight average that is validated and kept (0: off)
-    loss: str = "mse"  # or "huber", on log-latencies
-    huber_delta: float = 0.1
-    correction_weight: float = 0.0  # L2 on the non-additive part of the whole-model head
-    aux_share_power: float = 0.5  # kernel errors weighted by (share of the kernel sum)^power
-    #: weight of a pre-v2 label (no machine state beside it; up to 16% A/A noise) relative
-    #: to a v2 label in the whole-model loss
-    legacy_weight: float = 0.5
-    legacy_in_test: bool = False  # test on pre-v2 records too (datasets without v2 ones)
-    #: the kernel cost model the nodes read (frozen): a path, "auto" (the package's
-    #: checkpoints/kernel_model.pt when it exists) or "none". The no-hardware ablation
-    #: reads none, since the kernel model sees the hardware.
-    kernel_model: str = "auto"
-
-    def __post_init__(self) -> None:
-        positive = {"epochs": self.epochs, "patience": self.patience,
-                    "batch_size": self.batch_size, "hidden": self.hidden,
-                    "layers": self.layers, "ensemble": self.ensemble, "lr": self.lr,
-                    "max_minutes": self.max_minutes}
-        for name, value in positive.items():
-            if not value > 0:
-                raise TrainingConfigError(f"{name} must be positive, got {value}")
-        for name, value in {"val_frac": self.val_frac, "test_frac": self.test_frac}.items():
-            if not 0 < value < 1:
-                raise TrainingConfigError(f"{name} must be between 0 and 1, got {value}")
-        if self.val_frac + self.test_frac >= 1:
-            raise TrainingConfigError("val_frac + test_frac leave no training data")
-        for name, value in {"aux_weight": self.aux_weight, "dropout": self.dropout,
-                            "weight_decay": self.weight_decay, "ema": self.ema,
-                            "correction_weight": self.correction_weight,
-                            "legacy_weight": self.legacy_weight}.items():
-            if not value >= 0:
-                raise TrainingConfigError(f"{name} must not be negative, got {value}")
-        if self.dropout >= 1 or self.ema >= 1:
-            raise TrainingConfigError("dropout and ema must be below 1")
-        if self.loss not in ("mse", "huber"):
-            raise TrainingConfigError(f"unknown loss '{self.loss}'; use mse or huber")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def error_breakdowns(pred_ms: np.ndarray, true_ms: np.ndarray, dataset: LatencyDataset,

@@ -132,3 +132,46 @@ def test_a_cached_schedule_replays_into_the_same_kernels(
     # the replay schedules a copy: the unscheduled kernels (workload ids) stay untouched
     for name, func in replayed.unscheduled.items():
         tvm.ir.assert_structural_equal(func, sampled.unscheduled[name])
+
+
+def test_a_new_process_lowers_in_a_second_interpreter_and_predicts_the_same(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process without TVM lowers the model in ``python -m gnnperf.prediction_graphs``
+    while it loads the network: same graph, same prediction, and TVM never loads in it. A
+    model that process cannot lower gives None (the caller lowers it and raises)."""
+    import json
+    import subprocess
+    import sys
+
+    import onnx
+
+    from gnnperf.prediction_graphs import BackgroundLowering
+
+    monkeypatch.setenv("GNNPERF_FEATURE_CACHE", "0")
+    model = tmp_path / "m.onnx"
+    zoo.export_onnx(zoo.tiny_spec("mixer"), model)
+    hw = HardwareSpec.from_id("local/x86-64-v3/2t")
+    background = BackgroundLowering.start(model, hw, "sampled:0")
+    assert background is not None
+    graph = background.result()
+    assert graph is not None
+    assert graph.to_dict() == lower_for_prediction(model, hw, "sampled:0").to_dict()
+
+    code = ("import json, sys, warnings, gnnperf; warnings.simplefilter('ignore'); "
+            f"p = gnnperf.predict({str(model)!r}, 'local/x86-64-v3/2t', build='sampled:0'); "
+            "print(json.dumps([p.latency_ms, [k.ms for k in p.kernels], 'tvm' in sys.modules]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    latency, kernels, loaded_tvm = json.loads(out)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        here = predict(model, "local/x86-64-v3/2t", build="sampled:0")
+    assert not loaded_tvm
+    assert latency == pytest.approx(here.latency_ms, rel=1e-6)
+    assert kernels == pytest.approx([k.ms for k in here.kernels], rel=1e-6)
+
+    bad = tmp_path / "bad.onnx"
+    bad.write_text("not a model")
+    failed = BackgroundLowering.start(bad, hw, "sampled:0")
+    assert failed is not None and failed.result() is None
+    assert BackgroundLowering.start(onnx.load(model), hw, "default") is None  # in memory

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 import tvm
 
-from gnnperf.builds import BuildConfig, kernel_hash
+from gnnperf.build_config import BuildConfig
+from gnnperf.builds import kernel_hash
 from gnnperf.errors import BuildConfigError
 from gnnperf.features import KernelGraph, extract_graph, node_feature_names, node_feature_vector
 from gnnperf.lowering import compile_lowered, lower_onnx

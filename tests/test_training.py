@@ -15,10 +15,11 @@ from torch_geometric.data import Batch
 from gnnperf.data import LatencyDataset
 from gnnperf.errors import BuildConfigError, CheckpointError, TrainingConfigError
 from gnnperf.features import extract_graph
+from gnnperf.graph_predictor import Predictor
 from gnnperf.hardware import HardwareSpec, host_of
 from gnnperf.lowering import lower_onnx
 from gnnperf.model import EnsembleGNN, LatencyGNN, ModelConfig
-from gnnperf.predictor import OutOfDistributionWarning, Predictor, predict, predict_many
+from gnnperf.predictor import OutOfDistributionWarning, predict, predict_many
 from gnnperf.training import (
     TrainConfig,
     breakdown,

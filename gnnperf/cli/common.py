@@ -53,7 +53,7 @@ def lower_from_args(args: argparse.Namespace, threads: int | None, database: Any
 
 def tuned_schedules(args: argparse.Namespace) -> Any:
     """The measured schedules of this machine's hardware config, for a ``tuned`` build."""
-    from ..builds import BuildConfig
+    from ..build_config import BuildConfig
     from ..hardware import HardwareSpec
     from ..kernel_dataset import tuned_database
 

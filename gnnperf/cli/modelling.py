@@ -137,7 +137,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def add_train_args(p: argparse.ArgumentParser) -> None:
-    from ..training import TrainConfig
+    from ..train_config import TrainConfig
 
     d = TrainConfig()
     p.add_argument("--root", type=Path, default=None, metavar="DIR",

@@ -18,20 +18,15 @@ analyses) leaves its features at zero and is named in the node's ``missing``, wh
 the encoding turns into a flag feature: every kernel the VM executes is a node.
 
 Modules: :mod:`.graph` (the data types), :mod:`.analyses` (per-kernel static analyses),
-:mod:`.extract` (the graph of a lowered module), :mod:`.encoding` (node feature vectors)
-and :mod:`.onnx_graph` (the unfused ONNX operator graph).
+:mod:`.extract` (the graph of a lowered module), :mod:`.encoding` (node feature vectors),
+:mod:`.vocabulary` (feature names and sizes) and :mod:`.onnx_graph` (the unfused ONNX
+operator graph). The TVM-bound parts (analyses, extraction) load on first use.
 """
 
 from __future__ import annotations
 
-from .analyses import (
-    ANALYSES,
-    MS_FEATURE_DIM,
-    KernelStatics,
-    kernel_statics,
-    loop_features,
-    ms_store_features,
-)
+from typing import Any
+
 from .encoding import (
     LOOP_KEYS,
     OP_CLASSES,
@@ -40,9 +35,28 @@ from .encoding import (
     node_feature_vector,
     op_class,
 )
-from .extract import BOOKKEEPING_BUILTINS, extract_graph
 from .graph import KernelGraph, KernelNode, dtype_bytes, ops_of, tensor_bytes
-from .onnx_graph import extract_onnx_graph
+from .vocabulary import ANALYSES, MS_FEATURE_DIM, OP_PATTERNS
+
+#: the parts that need TVM load on first use: reading a graph needs no compiler
+_LAZY = {
+    "KernelStatics": ".analyses",
+    "kernel_statics": ".analyses",
+    "loop_features": ".analyses",
+    "ms_store_features": ".analyses",
+    "BOOKKEEPING_BUILTINS": ".extract",
+    "extract_graph": ".extract",
+    "extract_onnx_graph": ".onnx_graph",
+}
+
+
+def __getattr__(name: str) -> Any:
+    import importlib
+
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "ANALYSES",
@@ -50,6 +64,7 @@ __all__ = [
     "LOOP_KEYS",
     "MS_FEATURE_DIM",
     "OP_CLASSES",
+    "OP_PATTERNS",
     "PATTERN_NAMES",
     "KernelGraph",
     "KernelNode",

@@ -14,9 +14,7 @@ from tvm import tirx
 
 from ..builds import kernel_hash, tune_context
 from ..feature_cache import default_cache, target_key
-
-#: Length of MetaSchedule's PerStoreFeature vector (buffers_per_store=5).
-MS_FEATURE_DIM = 164
+from .vocabulary import MS_FEATURE_DIM
 
 
 def _blocks_and_loops(func: tirx.PrimFunc) -> list[tuple[Any, list[tirx.For]]]:
@@ -137,10 +135,6 @@ def _estimate_flops(func: tirx.PrimFunc) -> float:
     from tvm.s_tir.analysis import estimate_tir_flops
 
     return float(estimate_tir_flops(tvm.IRModule({"main": func})))
-
-
-#: The static analyses run on every kernel, each of which may fail on some kernels.
-ANALYSES = ("flops", "loops", "ms_features")
 
 
 @dataclass

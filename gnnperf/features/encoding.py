@@ -6,9 +6,8 @@ import math
 
 import numpy as np
 
-from ..lowering import OP_PATTERNS
-from .analyses import ANALYSES, MS_FEATURE_DIM
 from .graph import KernelNode
+from .vocabulary import ANALYSES, MS_FEATURE_DIM, OP_PATTERNS
 
 OP_CLASSES = ("conv", "matmul", "pool", "reduce", "softmax", "norm", "elementwise",
               "concat", "layout", "gather", "builtin", "other")

@@ -7,9 +7,10 @@ from typing import Any
 import tvm
 from tvm import relax, tirx
 
-from ..lowering import OP_PATTERNS, LoweredModel
+from ..lowering import LoweredModel
 from .analyses import KernelStatics, kernel_statics
 from .graph import KernelGraph, KernelNode, ops_of, tensor_bytes
+from .vocabulary import OP_PATTERNS
 
 #: Builtins that do no tensor work: allocation, checks and liveness bookkeeping.
 BOOKKEEPING_BUILTINS = frozenset(

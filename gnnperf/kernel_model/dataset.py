@@ -29,7 +29,6 @@ from ..errors import DatasetError
 from ..feature_cache import code_version
 from ..features import (
     KernelNode,
-    kernel_statics,
     node_feature_names,
     node_feature_vector,
     ops_of,
@@ -110,6 +109,8 @@ def _scheduled(rec: dict[str, Any], workload: Any) -> tuple[Any, Any, Any]:
 
 
 def _row(rec: dict[str, Any], workload: Any) -> list[float]:
+    from ..features.analyses import kernel_statics  # TVM: only to build the table
+
     func, trace_json, target = _scheduled(rec, workload)
     statics = kernel_statics(func, target)
     ms_record = rec["ms_record"]
