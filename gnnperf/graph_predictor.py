@@ -15,6 +15,7 @@ import torch
 from torch_geometric.data import Batch
 
 from .build_config import BuildConfig
+from .calibration.store import Calibration, checkpoint_sha256, load_calibration
 from .data import graph_to_data
 from .features import KernelGraph
 from .hardware import FEATURE_NAMES as HW_FEATURE_NAMES
@@ -39,6 +40,7 @@ class Predictor:
 
     def __init__(self, checkpoint: str | os.PathLike[str] | None = None) -> None:
         path = Path(checkpoint) if checkpoint is not None else default_checkpoint()
+        self.path = path
         self.payload = load_checkpoint(path)
         self.model: EnsembleGNN
         self.model, self.scaler = model_from_checkpoint(self.payload)
@@ -109,11 +111,18 @@ class Predictor:
             reasons.append(f"build '{build}' was not in the training data ({', '.join(builds)})")
         return reasons
 
+    def calibration(self, hw: HardwareSpec) -> Calibration | None:
+        """The few-shot correction ``gnnperf calibrate`` stored for ``hw``'s CPU and this
+        checkpoint, if any."""
+        return load_calibration(hw.cpu_id, checkpoint_sha256(self.path))
+
     @torch.no_grad()
-    def predict_graphs(self, items: Sequence[tuple[KernelGraph, HardwareSpec]]
-                       ) -> list[Prediction]:
-        """Predict many lowered graphs in one batched forward pass."""
+    def predict_graphs(self, items: Sequence[tuple[KernelGraph, HardwareSpec]],
+                       calibrated: bool = True) -> list[Prediction]:
+        """Predict many lowered graphs in one batched forward pass; ``calibrated``: apply
+        the CPU's stored calibration where there is one (0 shots otherwise)."""
         start = time.perf_counter()
+        corrections: dict[str, Calibration | None] = {}
         datas = [self.scaler(graph_to_data(g, hw)) for g, hw in items]
         batch = Batch.from_data_list(datas)
         out = self.model(batch)
@@ -124,6 +133,13 @@ class Predictor:
             mu = float(out.mu[i])
             sigma = float(out.log_sigma[i].exp()) * self.sigma_scale
             kernel_ms = out.kernel_mu[offsets[i]:offsets[i + 1]].exp().tolist()
+            if calibrated and hw.cpu_id not in corrections:
+                corrections[hw.cpu_id] = self.calibration(hw)
+            correction = corrections.get(hw.cpu_id) if calibrated else None
+            if correction is not None:
+                mu += correction.log_factor
+                sigma = math.hypot(sigma, correction.log_spread)
+                kernel_ms = [ms * correction.factor for ms in kernel_ms]
             low, high = interval_ms(mu, sigma)
             reasons = self.check_inputs(hw, graph.build, graph.total_flops / 1e9)
             for reason in reasons:
@@ -139,6 +155,7 @@ class Predictor:
                          for n, ms in zip(graph.nodes, kernel_ms, strict=True)],
                 predict_s=per_graph_s,
                 warnings=reasons,
+                calibration=correction.line() if correction is not None else "",
             ))
         return results
 

@@ -43,6 +43,8 @@ class Prediction:
     kernels: list[KernelPrediction] = field(default_factory=list)
     predict_s: float = 0.0
     warnings: list[str] = field(default_factory=list)
+    #: the few-shot correction applied (``gnnperf calibrate``); empty: 0 shots
+    calibration: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -33,6 +33,7 @@ _REGISTER = (
     datasets.register_dataset,
     modelling.register_bench,
     measuring.register_hw,
+    measuring.register_calibrate,
 )
 
 

@@ -194,6 +194,56 @@ def register_measure(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_measure)
 
 
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from ..calibration import checkpoint_sha256, load_calibration, remove_calibration
+    from ..hardware import HardwareSpec
+
+    spec = HardwareSpec.coerce(args.hw)
+    sha = checkpoint_sha256(args.checkpoint)
+    if args.remove:
+        gone = remove_calibration(spec.cpu_id, sha)
+        print(f"{spec.cpu_id}: calibration {'removed' if gone else 'was not there'}; "
+              "predictions are 0-shot")
+        return 0
+    if args.show:
+        stored = load_calibration(spec.cpu_id, sha)
+        if args.json:
+            print_json(stored.to_dict() if stored else None)
+        else:
+            print(stored.line() if stored else f"{spec.cpu_id}: not calibrated (0 shots)")
+        return 0
+    from ..calibration.run import calibrate
+    from ..measure import MeasureSettings
+
+    settings = MeasureSettings.waiting_at_most(args.quiet_timeout, repeat=args.repeat)
+    done = calibrate(spec, models=args.models, build=args.build, checkpoint=args.checkpoint,
+                     settings=settings,
+                     progress=None if args.json else lambda line: print(line, file=sys.stderr))
+    if args.json:
+        print_json(done.to_dict())
+    else:
+        print(f"{done.line()}; {done.seconds / 60:.1f} min. `gnnperf predict` applies it to "
+              f"every hardware id of {done.cpu_id}")
+    return 0
+
+
+def register_calibrate(sub: argparse._SubParsersAction) -> None:
+    """``gnnperf calibrate``."""
+    p = sub.add_parser("calibrate", help="measure a few small zoo models here and correct "
+                                         "this CPU's predictions (few-shot)")
+    p.add_argument("--hw", default="local", help="local, local/ISA or local/ISA/Nt to measure at")
+    p.add_argument("--models", type=int, default=10, help="zoo models to measure (>= 2)")
+    p.add_argument("--build", default="sampled:0")
+    p.add_argument("--checkpoint", type=Path, default=None)
+    p.add_argument("--repeat", type=int, default=10)
+    p.add_argument("--quiet-timeout", type=float, default=120.0,
+                   help="seconds to wait for a quiet machine before measuring anyway")
+    p.add_argument("--show", action="store_true", help="print the stored calibration")
+    p.add_argument("--remove", action="store_true", help="forget it (back to 0 shots)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_calibrate)
+
+
 def register_collect(sub: argparse._SubParsersAction) -> None:
     """``gnnperf collect``."""
     p = sub.add_parser("collect", help="measure zoo models into dataset shards (resumable)")

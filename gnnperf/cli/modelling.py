@@ -57,6 +57,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
                     input_shapes=parse_input_shapes(args.input_shape))
     for reason in r.warnings:
         print(f"gnnperf: warning: {reason}", file=sys.stderr)
+    if r.calibration:
+        print(f"gnnperf: calibrated: {r.calibration}", file=sys.stderr)
     if args.json:
         print_json(r.to_dict())
         return 0

@@ -1,0 +1,32 @@
+"""Few-shot calibration for a machine the checkpoint has not seen.
+
+A checkpoint trained on other CPUs predicts a new one through its hardware features
+(0 shots). ``gnnperf calibrate`` measures a handful of small zoo models here under the
+measurement-v2 protocol, compares them with the checkpoint's 0-shot predictions and
+stores one correction for this CPU and this checkpoint: the median log-ratio
+measured / predicted (a multiplicative factor, robust to one odd model) and the spread of
+the ratios around it, which widens the interval. :mod:`gnnperf.graph_predictor` applies
+it to every hardware id of this CPU (any ISA or thread count: the factor is the machine's)
+and says so in the prediction; a CPU without a calibration is predicted as before.
+
+The corrections live in the user's cache folder (``calibration.json``), keyed by the CPU
+signature id and the checkpoint's SHA-256, so another checkpoint is never corrected by a
+factor fitted to this one.
+
+Modules: :mod:`.store` (the correction, its fit and its storage: what prediction reads)
+and :mod:`.run` (measuring the calibration models: what ``gnnperf calibrate`` runs).
+"""
+
+from __future__ import annotations
+
+from .store import (
+    Calibration,
+    CalibrationPoint,
+    checkpoint_sha256,
+    load_calibration,
+    remove_calibration,
+    save_calibration,
+)
+
+__all__ = ["Calibration", "CalibrationPoint", "checkpoint_sha256", "load_calibration",
+           "remove_calibration", "save_calibration"]
