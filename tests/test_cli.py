@@ -170,6 +170,8 @@ def test_dataset_stats_command(small_root: Path) -> None:
     stats = json.loads(proc.stdout)
     assert stats["records"] > 0 and stats["families"] == 2 and stats["builds"] == 1
     assert stats["per_family"].keys() == {"squeezenet", "mixer"}
+    assert sum(stats["records_by_build"].values()) == stats["records"]
+    assert all(0 < stats["models_by_build"][b] <= n for b, n in stats["records_by_build"].items())
     text = run_cli("dataset", "stats", "--root", str(small_root))
     assert text.returncode == 0 and f"{stats['records']} records" in text.stdout
 

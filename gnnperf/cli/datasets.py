@@ -32,8 +32,8 @@ def cmd_dataset_stats(args: argparse.Namespace) -> int:
             + (f" ({f['mape_normalised']:.2f}% normalised by the reference kernels)"
                if f["mape_normalised"] is not None else "")
             for cpu, f in stats["noise_floor_by_cpu"].items()))
-    for title, key in (("family", "per_family"), ("hardware", "per_hw"), ("build", "per_build"),
-                       ("CPU", "per_cpu")):
+    for title, key in (("family", "per_family"), ("hardware", "per_hw"),
+                       ("build", "records_by_build"), ("CPU", "per_cpu")):
         print(f"per {title}: " + ", ".join(f"{k} {v}" for k, v in stats[key].items()))
     if stats["kernel_measurements"]:
         print(f"kernel dataset: {stats['kernel_measurements']} measurements of "
