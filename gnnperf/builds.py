@@ -156,8 +156,8 @@ class Scheduled(NamedTuple):
 def cached_sampled_schedule(func: tirx.PrimFunc, target: tvm.target.Target, seed: int
                             ) -> Scheduled | None:
     """:func:`sample_traced_schedule`, remembered in the feature cache by workload, seed and
-    target: a kernel seen before is rebuilt by replaying its trace (~5 ms) instead of
-    generating the design space and sampling it again (~30 ms). The replay makes the same
+    target: a kernel seen before is rebuilt by replaying its trace on a copy (~10 ms)
+    instead of generating the design space and sampling it again (~30 ms). The replay makes the same
     PrimFunc (``tests/test_feature_cache.py`` checks it)."""
     from .feature_cache import default_cache, target_key
 

@@ -54,16 +54,18 @@ def lower_for_prediction(model: ModelSource, hw: HardwareSpec, build: str,
                          ) -> KernelGraph:
     """The kernel graph of ``model`` for ``hw``'s target and ``build``, from the feature
     cache when this model was lowered for this target before (any thread count)."""
-    hit = cached_graph(model, hw, build, input_shapes)
+    cache = default_cache()
+    # one key for the lookup and the store: it hashes the whole ONNX file
+    key = graph_key(model, hw, build, input_shapes) if cache is not None else ""
+    hit = cache.get("graph", key) if cache is not None else None
     if hit is not None:
-        return hit
+        return KernelGraph.from_dict(hit)
     from .features.extract import extract_graph  # TVM loads here, when a model is lowered
     from .lowering import lower_onnx
 
     graph = extract_graph(lower_onnx(model, hw, build, input_shapes))
-    cache = default_cache()
     if cache is not None:
-        cache.put("graph", graph_key(model, hw, build, input_shapes), graph.to_dict())
+        cache.put("graph", key, graph.to_dict())
     return graph
 
 
@@ -120,7 +122,6 @@ class BackgroundLowering:
             return None
         sys.stderr.write(err)  # what lowering logged, as if it had run here
         return KernelGraph.from_dict(json.loads(out))
-
 
     def cancel(self) -> None:
         """Stop the lowering process if it still runs (the caller failed first)."""

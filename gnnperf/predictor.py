@@ -78,10 +78,15 @@ def predict(
     start = time.perf_counter()
     build = str(BuildConfig.parse(build))
     target_hw = HardwareSpec.coerce(hw)
-    graph = cached_graph(onnx_path, target_hw, build, input_shapes)
-    # TVM not loaded yet (a new process): lower in a second interpreter meanwhile
-    background = (BackgroundLowering.start(onnx_path, target_hw, build, input_shapes)
-                  if graph is None and "tvm" not in sys.modules else None)
+    graph: KernelGraph | None = None
+    background: BackgroundLowering | None = None
+    if "tvm" not in sys.modules:
+        # a new process: unless the graph is cached, lower it in a second interpreter
+        # while this one loads the network (with TVM loaded, lower_for_prediction below
+        # reads the cache itself)
+        graph = cached_graph(onnx_path, target_hw, build, input_shapes)
+        if graph is None:
+            background = BackgroundLowering.start(onnx_path, target_hw, build, input_shapes)
     try:
         predictor = _predictor(checkpoint)
         spec = predictor.hardware(target_hw)

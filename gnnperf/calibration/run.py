@@ -11,12 +11,18 @@ from pathlib import Path
 
 from .. import zoo
 from ..errors import GnnperfError
+from ..features.extract import extract_graph
 from ..graph_predictor import load_predictor
 from ..hardware import HardwareSpec
 from ..lowering import compile_lowered, export_executable, lower_onnx
 from ..measure import MeasureSettings, make_inputs, measure_library, reference_library
-from ..prediction_graphs import lower_for_prediction
-from .store import Calibration, CalibrationPoint, checkpoint_sha256, save_calibration
+from .store import (
+    MIN_MODELS,
+    Calibration,
+    CalibrationPoint,
+    checkpoint_sha256,
+    save_calibration,
+)
 
 #: the models calibration measures are at most this big (a few seconds each to compile
 #: and measure on 2 cores)
@@ -52,18 +58,18 @@ def calibrate(hw: HardwareSpec | str = "local", *, models: int = 10, build: str 
     spec = HardwareSpec.coerce(hw)
     if spec.host != "local":
         raise GnnperfError(f"calibration measures this machine; '{spec.hw_id}' is not local")
-    if models < 2:
-        raise GnnperfError(f"calibration needs at least 2 models, got {models}")
+    if models < MIN_MODELS:  # before minutes of measuring, not after (Calibration.fit)
+        raise GnnperfError(f"calibration needs at least {MIN_MODELS} models, got {models}")
     start = time.perf_counter()
     predictor = load_predictor(checkpoint)
     spec = predictor.hardware(spec)
     settings = settings or MeasureSettings()
     points = []
     for model in calibration_models(models):
-        onnx_model = zoo.export_onnx(model)
-        graph = lower_for_prediction(onnx_model, spec, build)
-        predicted = predictor.predict_graphs([(graph, spec)], calibrated=False)[0]
-        lowered = lower_onnx(onnx_model, spec, build)
+        # one lowering: the graph predicted is read from the module that is measured
+        lowered = lower_onnx(zoo.export_onnx(model), spec, build)
+        predicted = predictor.predict_graphs([(extract_graph(lowered), spec)],
+                                             calibrated=False)[0]
         with tempfile.TemporaryDirectory(prefix="gnnperf-calibrate-") as tmp:
             lib = export_executable(compile_lowered(lowered), Path(tmp) / "model.so")
             measured = measure_library(lib, make_inputs(lowered.inputs), spec.threads,
