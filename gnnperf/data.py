@@ -286,7 +286,7 @@ class LatencyDataset(InMemoryDataset):
 
 # -- splits ---------------------------------------------------------------------------------
 
-SPLITS = ("random", "leave-family-out", "leave-hw-out", "real-architectures")
+SPLITS = ("random", "leave-family-out", "leave-hw-out", "leave-cpu-out", "real-architectures")
 
 
 def split_indices(
@@ -304,7 +304,8 @@ def split_indices(
     Records are grouped by their model's operator graph (:func:`split_group`: two seeds
     of a real architecture can give the same graph), and a group never straddles two sets. The
     held-out part is a random ``test_frac`` of groups (``random``), the held-out family or
-    hardware id (leave-out splits) or the ``hf-*`` models (``real-architectures``);
+    hardware id, or every hardware id of the held-out CPU (``leave-cpu-out``: the machine
+    part of the id, :func:`host_of`), or the ``hf-*`` models (``real-architectures``);
     validation is ``val_frac`` of the remaining groups, never taken from the held-out part.
 
     Only records measured under v2 are tested on (their noise floor is known); older
@@ -322,19 +323,18 @@ def split_indices(
     if kind == "random":
         held = _pick_groups(groups, idx, test_frac, rng,
                             among={groups[i] for i in idx[testable]})
-    elif kind in ("leave-family-out", "leave-hw-out"):
+    elif kind in ("leave-family-out", "leave-hw-out", "leave-cpu-out"):
         if holdout is None:
-            what = "family" if kind == "leave-family-out" else "hw id"
+            what = {"leave-family-out": "family", "leave-hw-out": "hw id"}.get(kind, "CPU")
             raise DatasetError(f"{kind} needs a held-out {what}")
-        attr = "family" if kind == "leave-family-out" else "hw_id"
-        held = np.array([str(getattr(d, attr)) == holdout for d in rows], dtype=bool)
+        held = np.array([_held_out_value(d, kind) == holdout for d in rows], dtype=bool)
     else:
         held = np.array([str(d.family).startswith("hf-") for d in rows], dtype=bool)
     test_mask = held & testable
     if not test_mask.any():
         legacy = " measured under v2" if held.any() else ""
         raise DatasetError(f"split '{kind}' (holdout {holdout}) leaves no test record{legacy}")
-    if kind == "leave-hw-out":
+    if kind in ("leave-hw-out", "leave-cpu-out"):
         # the held-out hardware never appears in training; its models may
         rest = idx[~held]
     else:
@@ -347,6 +347,12 @@ def split_indices(
         raise DatasetError(f"split '{kind}' (holdout {holdout}) leaves no training or "
                            f"validation records ({len(rows)} records in all)")
     return [int(i) for i in train], [int(i) for i in val], [int(i) for i in idx[test_mask]]
+
+
+def _held_out_value(row: Data, kind: str) -> str:
+    if kind == "leave-family-out":
+        return str(row.family)
+    return str(row.hw_id) if kind == "leave-hw-out" else host_of(str(row.hw_id))
 
 
 def _iter(dataset: Sequence[Data] | InMemoryDataset) -> Iterable[Data]:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+from torch_geometric.data import Data
 from torch_geometric.loader import DataLoader
 from torch_geometric.utils import scatter
 from tqdm import tqdm
@@ -56,8 +57,9 @@ def interval_ms(mu: np.ndarray | float, sigma: np.ndarray | float
 DEFAULT_KERNEL_MODEL = Path(__file__).resolve().parent.parent / "checkpoints" / "kernel_model.pt"
 
 
-def error_breakdowns(pred_ms: np.ndarray, true_ms: np.ndarray, dataset: LatencyDataset,
-                    indices: Sequence[int]) -> dict[str, dict[str, dict[str, float]]]:
+def error_breakdowns(pred_ms: np.ndarray, true_ms: np.ndarray,
+                    dataset: LatencyDataset | Sequence[Data], indices: Sequence[int]
+                    ) -> dict[str, dict[str, dict[str, float]]]:
     """Test metrics per machine (hosts differ in their noise floor, datasets/README.md)
     and per build, for the graphs ``indices`` of ``dataset`` in prediction order."""
     return {
@@ -159,6 +161,9 @@ class TrainResult:
     history: list[dict[str, float]] = field(default_factory=list)
     test_pred_ms: np.ndarray | None = None
     test_predict_s: float = 0.0
+    #: the nominal-coverage interval of each test prediction (ms)
+    test_low_ms: np.ndarray | None = None
+    test_high_ms: np.ndarray | None = None
 
 
 def resolve_kernel_model(cfg: TrainConfig) -> KernelCostModel | None:
@@ -240,11 +245,13 @@ def _fit_member(mcfg: ModelConfig, cfg: TrainConfig, train_set: list[Any],
     return model, history, time_capped
 
 
-def train_model(dataset: LatencyDataset, cfg: TrainConfig, progress: bool = True,
+def train_model(dataset: LatencyDataset | Sequence[Data], cfg: TrainConfig,
+                progress: bool = True,
                 indices: tuple[list[int], list[int], list[int]] | None = None) -> TrainResult:
     """Fit on the training split, pick each member's epoch by validation MAPE, report on test.
 
-    ``indices`` (train, val, test) replaces the split named in ``cfg`` (cross-validation).
+    ``indices`` (train, val, test) replaces the split named in ``cfg`` (cross-validation,
+    and a plain list of graphs, such as the benchmark's, which needs them).
     """
     seed_everything(cfg.seed)
     train_idx, val_idx, test_idx = indices or split_indices(
@@ -307,7 +314,7 @@ def train_model(dataset: LatencyDataset, cfg: TrainConfig, progress: bool = True
     }
     return TrainResult(model, scaler, sigma_scale, result_metrics,
                        {"train": train_idx, "val": val_idx, "test": test_idx}, history,
-                       test.ms(), test_predict_s)
+                       test.ms(), test_predict_s, low, high)
 
 
 # -- checkpoints ----------------------------------------------------------------------------

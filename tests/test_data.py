@@ -147,6 +147,23 @@ def test_pre_v2_records_are_never_tested_on_and_never_leak(kind: str, holdout: s
     assert {rows[i].hw_id for i in test} == {"old"}
 
 
+def test_leave_cpu_out_holds_out_every_hardware_id_of_that_cpu() -> None:
+    """Both thread counts (and ISAs) of the held-out CPU leave training; its models stay."""
+    rows = []
+    for m in range(30):
+        for hw, v2 in (("zen4/x86-64-v3/1t", True), ("zen4/x86-64-v3/2t", True),
+                       ("xeon/x86-64-v2/2t", False), ("zen4-like/x86-64-v3/2t", False)):
+            rows.append(Data(model_id=f"m{m}", family="f", hw_id=hw, group=f"g{m}", v2=v2))
+    train, val, test = split_indices(rows, "leave-cpu-out", holdout="zen4", val_frac=0.2)
+    assert {rows[i].hw_id for i in test} == {"zen4/x86-64-v3/1t", "zen4/x86-64-v3/2t"}
+    # the machine part must match exactly: a CPU whose id merely starts alike is trained on
+    assert {rows[i].hw_id for i in train + val} == {"xeon/x86-64-v2/2t",
+                                                    "zen4-like/x86-64-v3/2t"}
+    assert {rows[i].group for i in train} & {rows[i].group for i in test}  # models may
+    with pytest.raises(DatasetError, match="needs a held-out CPU"):
+        split_indices(rows, "leave-cpu-out")
+
+
 def test_v2_records_carry_their_machine_state_as_hardware_features(small_root: Path) -> None:
     from gnnperf.data import record_hardware
     from gnnperf.shards import latest_records

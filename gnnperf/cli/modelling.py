@@ -131,10 +131,23 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     if args.out is None:
         args.out = Path("benchmarks/quick") if args.quick else Path("benchmarks")
+    if args.max_minutes is not None and not args.max_minutes > 0:
+        raise GnnperfError(f"--max-minutes must be positive, got {args.max_minutes}")
     cfg = QUICK if args.quick else BenchConfig()
-    command = "python -m gnnperf.bench" + (" --quick" if args.quick else "")
-    report = run(args.root, args.out, cfg, command)
-    print(json.dumps({k: v for k, v in report["splits"].get("random", {}).items()}, indent=1))
+    command = "gnnperf bench" + "".join(
+        f" {flag}" + ("" if value is True else f" {value}")
+        for flag, value in (("--quick", args.quick), ("--root", args.root),
+                            ("--splits", args.splits), ("--max-minutes", args.max_minutes))
+        if value)
+    splits = args.splits.split(",") if args.splits else None
+    report = run(args.root, args.out, cfg, command, max_minutes=args.max_minutes,
+                 commit=args.commit, splits=splits)
+    print(f"{report['runs_done']} of {report['runs_planned']} split runs"
+          + (" (partial: run again to go on)" if report["partial"] else ""))
+    for t in report["targets"]:
+        value = "n/a" if t["value"] is None else f"{t['value']:.3f}"
+        print(f"  {'met ' if t['met'] else 'MISS'} {t['split']}: {t['target']} = {value}")
+    print(f"report: {args.out / 'report.md'}")
     return 0
 
 
@@ -145,8 +158,10 @@ def add_train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--root", type=Path, default=None, metavar="DIR",
                    help="dataset folder, as written by `collect --out DIR` (default: shipped)")
     p.add_argument("--split", default=d.split,
-                   choices=["random", "leave-family-out", "leave-hw-out", "real-architectures"])
-    p.add_argument("--holdout", default=None, help="family or hw id held out by the split")
+                   choices=["random", "leave-family-out", "leave-hw-out", "leave-cpu-out",
+                            "real-architectures"])
+    p.add_argument("--holdout", default=None,
+                   help="family, hw id or CPU (the machine part of a hw id) held out by the split")
     p.add_argument("--epochs", type=int, default=d.epochs)
     p.add_argument("--patience", type=int, default=d.patience)
     p.add_argument("--aux-weight", type=float, default=d.aux_weight,
@@ -277,4 +292,12 @@ def register_bench(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, default=None,
                    help="default: benchmarks/ (full run) or benchmarks/quick/ (--quick), so a "
                         "quick check never replaces the committed report")
+    p.add_argument("--max-minutes", type=float, default=None, metavar="M",
+                   help="start no new split run after M minutes (the report covers the runs "
+                        "stored so far; run again to go on)")
+    p.add_argument("--splits", default=None, metavar="A,B",
+                   help="run only these splits now (random, leave_family_out, leave_cpu_out, "
+                        "real_architectures); the report still covers every stored run")
+    p.add_argument("--commit", action="store_true",
+                   help="git-commit each finished split run and the report as they land")
     p.set_defaults(func=cmd_bench)

@@ -14,6 +14,7 @@ from .dataset import (
     kernel_feature_names,
     kernel_input_vector,
     load_kernel_table,
+    workloads_of_models,
 )
 from .model import KernelCostModel, KernelModelConfig
 from .training import (
@@ -43,4 +44,5 @@ __all__ = [
     "ranking_metrics",
     "save_kernel_model",
     "train_kernel_model",
+    "workloads_of_models",
 ]

@@ -197,6 +197,18 @@ def load_kernel_table(root: str | os.PathLike[str] | DatasetFolder | None = None
     return table
 
 
+def workloads_of_models(root: str | os.PathLike[str] | DatasetFolder | None = None
+                        ) -> dict[str, set[str]]:
+    """Each zoo model's workload ids in the kernel dataset (every ISA it was lowered for):
+    what a kernel model must not have learned when that model is tested on."""
+    folder = DatasetFolder.resolve(root)
+    out: dict[str, set[str]] = {}
+    if folder.kernels.is_dir():
+        for o in iter_lines(folder.kernels, kinds=("kernel_model",)):
+            out.setdefault(o["model_id"], set()).update(o["kernels"].values())
+    return out
+
+
 def group_split(groups: Iterable[str], fractions: tuple[float, float], seed: int
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Row indices of train / validation / test, whole groups at a time (``fractions``:

@@ -24,6 +24,7 @@ from torch import Tensor
 
 from ..atomic import atomic_path
 from ..errors import CheckpointError, TrainingConfigError
+from ..hardware import host_of
 from ..metrics import metrics
 from ..seeding import seed_everything
 from .dataset import KernelTable, group_split
@@ -245,6 +246,8 @@ def save_kernel_model(result: KernelTrainResult, cfg: KernelTrainConfig, table: 
         "model_config": result.model.cfg.to_dict(),
         "train_config": asdict(cfg),
         "feature_names": list(table.feature_names),
+        # the CPUs whose kernels it learned: a benchmark holding one of them out cannot use it
+        "cpus": sorted({host_of(str(h)) for h in table.hw_id}),
         "state_dict": result.model.state_dict(),
         "metrics": result.metrics,
     }

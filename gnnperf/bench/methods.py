@@ -1,0 +1,201 @@
+"""One split run: every method trained on the training side and scored on the test side.
+
+All methods see the same graphs, the same split and the same kernel cost model, and all
+learned ones train under the configuration's one budget rule. The kernel cost model is
+retrained for each run without the workloads of that run's test models (they would
+otherwise leak per-kernel times of the very models scored), and a held-out CPU is never
+among the CPUs it learned from. Each method's 90% interval comes from its own
+validation errors: the GNN's from its predicted spread (as the product reports it), the
+others' split-conformally from their validation log-errors.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch_geometric.data import Data
+
+from ..baselines import KernelModelSum, LearnedKernelModel, Roofline, measured_kernel_sum
+from ..data import LatencyDataset, feature_names, split_indices
+from ..errors import GnnperfError
+from ..hardware import host_of
+from ..kernel_model import (
+    KernelTrainConfig,
+    kernel_feature_names,
+    load_kernel_model,
+    load_kernel_table,
+    save_kernel_model,
+    train_kernel_model,
+    workloads_of_models,
+)
+from ..train_config import TrainConfig
+from ..training import INTERVAL_COVERAGE, train_model
+from .config import BenchConfig
+from .results import MethodResult, SplitResult
+from .splits import SplitRun, build_kind, calibration_positions, graph_gflop
+
+#: GNN variants on the kernel graph; ``gnn_onnx_graph`` trains ``gnn`` on operator graphs.
+GNN_VARIANTS = {"gnn": {}, "gnn_no_aux": {"aux_weight": 0.0}, "gnn_no_hw": {"use_hw": False}}
+BASELINES = ("measured_kernel_sum", "learned_kernel_sum", "kernel_model_sum", "roofline",
+             "critical_path")
+#: additive methods that learn from data (the GNN must beat the best of them)
+LEARNED_ADDITIVE = ("learned_kernel_sum", "kernel_model_sum", "roofline", "critical_path")
+
+
+def conformal_interval(val_pred: np.ndarray, val_true: np.ndarray, pred: np.ndarray,
+                       coverage: float = INTERVAL_COVERAGE) -> tuple[np.ndarray, np.ndarray]:
+    """Split-conformal interval: ``pred`` times exp(±q), q the finite-sample
+    ``coverage`` quantile of the validation models' |log(pred / true)|."""
+    err = np.abs(np.log(np.asarray(val_pred, float) / np.asarray(val_true, float)))
+    err = np.sort(err[np.isfinite(err)])
+    if not len(err):
+        return np.full_like(pred, np.nan), np.full_like(pred, np.nan)
+    rank = min(len(err), math.ceil((len(err) + 1) * coverage))
+    q = err[rank - 1]
+    return pred * math.exp(-q), pred * math.exp(q)
+
+
+def pin_unvaried_hardware(graphs: list[Data], train_idx: Sequence[int],
+                          test_idx: Sequence[int]) -> list[str]:
+    """Hardware inputs that never varied in training carry no learned meaning: a test
+    graph's value is set to the training one (e.g. the reference-kernel times of a held-out
+    CPU when no training CPU measured them). Returns the columns pinned."""
+    pinned: list[str] = []
+    for attr, names in (("x", feature_names()), ("x_kernel", kernel_feature_names())):
+        if not hasattr(graphs[train_idx[0]], attr):
+            continue
+        cols = [j for j, n in enumerate(names) if n.startswith("hw_")]
+        if getattr(graphs[train_idx[0]], attr).shape[1] != len(names):
+            continue  # operator graphs have their own node columns
+        train = torch.cat([getattr(graphs[i], attr)[:, cols] for i in train_idx])
+        lo, hi = train.min(0).values, train.max(0).values
+        constant = [k for k in range(len(cols)) if lo[k] == hi[k]]
+        for i in test_idx:
+            x = getattr(graphs[i], attr)
+            differ = [k for k in constant if not torch.all(x[:, cols[k]] == lo[k])]
+            if not differ:
+                continue
+            x = x.clone()  # the dataset's cached items share their tensors
+            for k in differ:
+                x[:, cols[k]] = lo[k]
+                if names[cols[k]] not in pinned:
+                    pinned.append(names[cols[k]])
+            graphs[i] = graphs[i].clone()
+            setattr(graphs[i], attr, x)
+    return pinned
+
+
+def _split_kernel_model(root: Path, test_models: set[str], holdout_cpu: str | None,
+                        seed: int, cfg: BenchConfig, folder: Path) -> tuple[Path | None, str]:
+    """The kernel cost model this run's methods read, trained without its test models'
+    workloads and without a held-out CPU; (None, why) when none can be trained."""
+    try:
+        table = load_kernel_table(root, progress=False)
+    except GnnperfError as exc:
+        return None, f"no kernel model: {exc}"
+    leaked = set().union(*(w for m, w in workloads_of_models(root).items()
+                           if m in test_models)) if test_models else set()
+    keep = ~np.isin(table.workload, list(leaked))
+    if holdout_cpu is not None:
+        keep &= np.array([host_of(str(h)) != holdout_cpu for h in table.hw_id])
+    if len(np.unique(table.workload[keep])) < 10:
+        return None, "no kernel model: fewer than 10 workloads outside the test models"
+    kcfg = KernelTrainConfig(seed=seed, epochs=cfg.rule.max_epochs,
+                             patience=cfg.rule.patience_epochs, val_frac=0.15, test_frac=0.05)
+    result = train_kernel_model(table.subset(np.flatnonzero(keep)), kcfg, progress=False)
+    path = save_kernel_model(result, kcfg, table.subset(np.flatnonzero(keep)),
+                             folder / "kernel_model.pt")
+    return path, (f"kernel model: {int(keep.sum())} schedules of "
+                  f"{len(np.unique(table.workload[keep]))} workloads "
+                  f"({len(leaked)} workloads of test models left out)")
+
+
+def _gnn(graphs: list[Data], indices: tuple[list[int], list[int], list[int]], run: SplitRun,
+         cfg: BenchConfig, kernel_model: str, overrides: dict[str, Any]) -> MethodResult:
+    rule = cfg.rule
+    tcfg = TrainConfig(split=run.kind, holdout=run.holdout, seed=run.seed,
+                       epochs=rule.max_epochs, patience=rule.patience_epochs, hidden=cfg.hidden,
+                       layers=cfg.layers, batch_size=cfg.batch_size, lr=cfg.lr,
+                       max_minutes=rule.safety_minutes, ensemble=cfg.ensemble,
+                       kernel_model=kernel_model, **overrides)
+    result = train_model(graphs, tcfg, progress=False, indices=indices)
+    if result.test_pred_ms is None or result.test_low_ms is None or result.test_high_ms is None:
+        raise GnnperfError(f"the GNN was not scored on the {run.key} test split")
+    m = result.metrics
+    return MethodResult(result.test_pred_ms, result.test_low_ms, result.test_high_ms, {
+        "epochs_run": m["epochs_run"], "best_epochs": m["best_epochs"],
+        "minutes": round(m["train_minutes"], 3),
+        "stopped_by_safety_cap": bool(m["members_stopped_by_time_cap"])})
+
+
+def _additive(val_pred: np.ndarray, val_true: np.ndarray, pred: np.ndarray,
+              training: dict[str, Any] | None = None) -> MethodResult:
+    low, high = conformal_interval(val_pred, val_true, pred)
+    return MethodResult(pred, low, high, training or {})
+
+
+def run_split(ds: LatencyDataset, ds_onnx: LatencyDataset, run: SplitRun, cfg: BenchConfig,
+              ) -> SplitResult:
+    """Train and score every method on ``run``."""
+    start = time.time()
+    indices = split_indices(ds, run.kind, seed=run.seed, holdout=run.holdout)
+    train_idx, val_idx, test_idx = indices
+    graphs = [ds[i] for i in range(len(ds))]
+    onnx_graphs = [ds_onnx[i] for i in range(len(ds_onnx))]
+    holdout_cpu = run.holdout if run.kind == "leave-cpu-out" else None
+    notes = []
+    pinned = pin_unvaried_hardware(graphs, train_idx, test_idx)
+    pin_unvaried_hardware(onnx_graphs, train_idx, test_idx)
+    if pinned:
+        notes.append("hardware inputs no training record varied, set to the training value on "
+                     "the test side: " + ", ".join(pinned))
+    train = [graphs[i] for i in train_idx]
+    val = [graphs[i] for i in val_idx]
+    test = [graphs[i] for i in test_idx]
+    val_true = np.array([math.exp(float(g.y)) for g in val])
+    methods: dict[str, MethodResult] = {}
+    with tempfile.TemporaryDirectory(prefix="gnnperf-bench-") as tmp:
+        kernel_path, why = _split_kernel_model(
+            ds.folder.root, {str(g.model_id) for g in test}, holdout_cpu, run.seed, cfg,
+            Path(tmp))
+        notes.append(why)
+        kernel_model = str(kernel_path) if kernel_path is not None else "none"
+        for name, overrides in GNN_VARIANTS.items():
+            methods[name] = _gnn(graphs, indices, run, cfg, kernel_model, overrides)
+        methods["gnn_onnx_graph"] = _gnn(onnx_graphs, indices, run, cfg, "none", {})
+        if kernel_path is not None:
+            summed = KernelModelSum(load_kernel_model(kernel_path)[0]).fit(train)
+            methods["kernel_model_sum"] = _additive(summed.predict(val), val_true,
+                                                    summed.predict(test))
+    methods["measured_kernel_sum"] = _additive(measured_kernel_sum(val), val_true,
+                                               measured_kernel_sum(test))
+    rule = cfg.rule
+    trees = LearnedKernelModel(seed=run.seed, max_rounds=rule.max_trees,
+                               patience=rule.patience_trees).fit(train, val)
+    rounds = {"rounds_kept": trees.rounds}
+    methods["learned_kernel_sum"] = _additive(trees.predict_sum(val), val_true,
+                                              trees.predict_sum(test), rounds)
+    methods["critical_path"] = _additive(trees.predict_critical_path(val), val_true,
+                                         trees.predict_critical_path(test), rounds)
+    roof = Roofline().fit(train)
+    methods["roofline"] = _additive(roof.predict(val), val_true, roof.predict(test))
+    test_info = {
+        "key": [str(g.key) for g in test],
+        "true_ms": [math.exp(float(g.y)) for g in test],
+        "build": [build_kind(str(g.build)) for g in test],
+        "cpu": [host_of(str(g.hw_id)) for g in test],
+        "family": [str(g.family) for g in test],
+        "model_id": [str(g.model_id) for g in test],
+        "gflop": [round(graph_gflop(g), 6) for g in test],
+    }
+    calibration = (calibration_positions(test, cfg.calibration_shots)
+                   if run.kind == "leave-cpu-out" else [])
+    return SplitResult(run, test_info, methods, calibration, notes,
+                       (time.time() - start) / 60)

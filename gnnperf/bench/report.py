@@ -1,0 +1,254 @@
+"""Figures, targets and tables from the stored split runs.
+
+Every figure is recomputed from the runs' predictions: MAPE and friends, interval coverage,
+each split broken down by build, the random split by CPU beside that CPU's noise floor,
+and a held-out CPU at 0 shots and after the few-shot calibration ``gnnperf calibrate``
+fits (:meth:`gnnperf.calibration.store.Calibration.fit` on the same models' errors).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..calibration.store import MIN_MODELS, Calibration, CalibrationPoint
+from ..metrics import metrics
+from ..training import INTERVAL_COVERAGE, INTERVAL_Z
+from .methods import LEARNED_ADDITIVE
+from .results import MethodResult, SplitResult
+
+COLUMNS = ("mape", "rmspe", "acc5", "acc10", "spearman", "kendall", "coverage")
+
+#: what a split's figures are computed from: each run, its methods' predictions (calibrated
+#: ones for a held-out CPU after N shots) and the mask of the models scored
+View = list[tuple[SplitResult, dict[str, MethodResult], np.ndarray]]
+
+
+def score(pred: np.ndarray, low: np.ndarray, high: np.ndarray, true: np.ndarray
+          ) -> dict[str, float]:
+    """:func:`gnnperf.metrics.metrics` plus the share of models inside their interval."""
+    row = metrics(pred, true)
+    row["coverage"] = float(np.mean((true >= low) & (true <= high)) * 100)
+    return row
+
+
+def calibrated(result: MethodResult, true: np.ndarray, shots: Sequence[int]) -> MethodResult:
+    """The method's predictions corrected as ``gnnperf calibrate`` corrects the GNN's: times
+    the median measured/predicted ratio of the ``shots`` models, the interval widened by the
+    spread of those ratios in quadrature."""
+    points = [CalibrationPoint(str(i), float(result.pred_ms[i]), float(true[i]), 0.0)
+              for i in shots if np.isfinite(result.pred_ms[i])]
+    if len(points) < MIN_MODELS:  # a method that could not predict them stays uncorrected
+        nan = np.full_like(result.pred_ms, np.nan)
+        return MethodResult(nan, nan, nan, result.training)
+    fit = Calibration.fit(points, cpu_id="held-out", checkpoint_sha256="", hw_id="", build="")
+    pred = result.pred_ms * fit.factor
+    half = np.log(result.high_ms / result.low_ms) / 2
+    half = np.hypot(half, INTERVAL_Z * fit.log_spread)
+    return MethodResult(pred, pred * np.exp(-half), pred * np.exp(half), result.training)
+
+
+def _table(results: View) -> dict[str, dict[str, float]]:
+    """Mean over runs of each method's figures on the models every method could predict
+    (``mask`` selects the models scored in each run)."""
+    per_method: dict[str, list[dict[str, float]]] = {}
+    for result, methods, mask in results:
+        true = result.true_ms
+        ok = mask & np.logical_and.reduce([np.isfinite(r.pred_ms) for r in methods.values()])
+        if not ok.any():
+            continue
+        for name, r in methods.items():
+            per_method.setdefault(name, []).append(
+                score(r.pred_ms[ok], r.low_ms[ok], r.high_ms[ok], true[ok]))
+    table: dict[str, dict[str, float]] = {}
+    for name, rows in per_method.items():
+        row = {c: float(np.mean([r[c] for r in rows if c in r]))
+               for c in COLUMNS if any(c in r for r in rows)}
+        row["mape_std"] = float(np.std([r["mape"] for r in rows]))
+        row["models"] = float(np.mean([r["n"] for r in rows]))
+        table[name] = row
+    return table
+
+
+def _entry(results: View) -> dict[str, Any]:
+    """A split's figures: all its test models, then each build apart."""
+    entry: dict[str, Any] = {"runs": len(results), "methods": _table(results), "by_build": {}}
+    builds = sorted({b for r, _, _ in results for b in r.test["build"]})
+    for build in builds:
+        part = [(r, m, mask & (np.array(r.test["build"]) == build)) for r, m, mask in results]
+        entry["by_build"][build] = _table(part)
+    return entry
+
+
+def _leave_out(results: View) -> dict[str, Any]:
+    """Per holdout, then the mean over holdouts, the worst holdout and their spread."""
+    holdouts = sorted({str(r.run.holdout) for r, _, _ in results})
+    per = {h: _entry([x for x in results if str(x[0].run.holdout) == h]) for h in holdouts}
+    entry: dict[str, Any] = {"runs": len(results), "holdouts": len(holdouts), "methods": {},
+                             "per_holdout": per, "by_build": {}}
+    methods = {m for e in per.values() for m in e["methods"]}
+    for name in sorted(methods):
+        rows = [e["methods"][name] for e in per.values() if name in e["methods"]]
+        row = {c: float(np.mean([r[c] for r in rows if c in r]))
+               for c in (*COLUMNS, "models") if any(c in r for r in rows)}
+        row["mape_worst"] = float(max(r["mape"] for r in rows))
+        row["worst_holdout"] = [h for h, e in per.items()
+                                if e["methods"].get(name, {}).get("mape") == row["mape_worst"]][0]
+        row["mape_std"] = float(np.std([r["mape"] for r in rows]))  # across holdouts
+        entry["methods"][name] = row
+    entry["by_build"] = _entry(results)["by_build"]
+    return entry
+
+
+def split_views(results: Sequence[SplitResult]) -> dict[str, View]:
+    """Each report split's runs; a held-out CPU gives two: at 0 shots and after N
+    calibration models, both scored on the models left once those are taken out."""
+    views: dict[str, View] = {}
+    for key in ("random", "leave_family_out", "leave_cpu_out", "real_architectures"):
+        runs = [r for r in results if r.run.key == key]
+        if not runs:
+            continue
+        if key != "leave_cpu_out":
+            views[key] = [(r, r.methods, np.ones(len(r.true_ms), dtype=bool)) for r in runs]
+            continue
+        zero, shots = [], []
+        for r in runs:
+            rest = np.ones(len(r.true_ms), dtype=bool)
+            rest[r.calibration] = False
+            zero.append((r, r.methods, rest))
+            if len(r.calibration) >= MIN_MODELS:
+                shots.append((r, {m: calibrated(x, r.true_ms, r.calibration)
+                                  for m, x in r.methods.items()}, rest))
+        views["leave_cpu_out_0_shots"] = zero
+        if shots:
+            views[f"leave_cpu_out_{max(len(r.calibration) for r in runs)}_shots"] = shots
+    return views
+
+
+def summarise(views: dict[str, View], noise_floor_by_cpu: dict[str, float]) -> dict[str, Any]:
+    """The report's ``splits``: one entry per view."""
+    splits: dict[str, Any] = {}
+    for name, view in views.items():
+        splits[name] = _entry(view) if name in ("random", "real_architectures") else \
+            _leave_out(view)
+        if name == "random":
+            splits[name]["by_cpu"] = {}
+            for cpu in sorted({c for r, _, _ in view for c in r.test["cpu"]}):
+                part = [(r, m, mask & (np.array(r.test["cpu"]) == cpu)) for r, m, mask in view]
+                splits[name]["by_cpu"][cpu] = {"noise_floor_mape": noise_floor_by_cpu.get(cpu),
+                                               "methods": _table(part)}
+    return splits
+
+
+def targets(splits: dict[str, Any]) -> list[dict[str, Any]]:
+    """The estimator issue's targets, each with its measured value and whether it is met."""
+    out: list[dict[str, Any]] = []
+
+    def add(split: str, target: str, value: float | None, met: bool) -> None:
+        out.append({"split": split, "target": target, "value": value, "met": met})
+
+    for name, entry in splits.items():
+        table = entry["methods"]
+        if "gnn" not in table:
+            continue
+        learned = [m for m in LEARNED_ADDITIVE if m in table]
+        if learned:
+            best = min(learned, key=lambda m: table[m]["mape"])
+            ratio = table["gnn"]["mape"] / table[best]["mape"]
+            add(name, f"gnn MAPE <= 0.5 x best learned additive ({best})", ratio, ratio <= 0.5)
+        cov = table["gnn"].get("coverage")
+        if cov is not None:
+            lo, hi = 85.0, 95.0
+            add(name, f"gnn {INTERVAL_COVERAGE:.0%} interval covers {lo:.0f}-{hi:.0f}%", cov,
+                lo <= cov <= hi)
+    if "random" in splits:
+        table = splits["random"]["methods"]
+        if "measured_kernel_sum" in table:
+            ratio = table["gnn"]["mape"] / table["measured_kernel_sum"]["mape"]
+            add("random", "gnn MAPE below the measured kernel sum (oracle)", ratio, ratio < 1)
+        for cpu, e in splits["random"].get("by_cpu", {}).items():
+            if e["noise_floor_mape"] and "gnn" in e["methods"]:
+                ratio = e["methods"]["gnn"]["mape"] / e["noise_floor_mape"]
+                add("random", f"gnn MAPE <= 1.25 x noise floor ({cpu})", ratio, ratio <= 1.25)
+        tuned = splits["random"]["by_build"].get("tuned", {}).get("gnn")
+        if tuned:
+            add("random", "tuned build: gnn MAPE < 8%", tuned["mape"], tuned["mape"] < 8)
+            rho = tuned.get("spearman")
+            if rho is not None:
+                add("random", "tuned build: gnn Spearman >= 0.98", rho, rho >= 0.98)
+    if "leave_family_out" in splits:
+        row = splits["leave_family_out"]["methods"]["gnn"]
+        add("leave_family_out", "gnn mean MAPE < 8%", row["mape"], row["mape"] < 8)
+        add("leave_family_out", f"gnn worst-family MAPE < 15% ({row['worst_holdout']})",
+            row["mape_worst"], row["mape_worst"] < 15)
+    if "real_architectures" in splits:
+        row = splits["real_architectures"]["methods"]["gnn"]
+        add("real_architectures", "gnn MAPE < 10%", row["mape"], row["mape"] < 10)
+    for name, entry in splits.items():
+        if name.startswith("leave_cpu_out_"):
+            limit = 15.0 if name.endswith("_0_shots") else 8.0
+            row = entry["methods"]["gnn"]
+            add(name, f"gnn MAPE < {limit:.0f}%", row["mape"], row["mape"] < limit)
+    return out
+
+
+def markdown(report: dict[str, Any]) -> str:
+    rule = report["budget_rule"]
+    lines = ["# gnnperf benchmark", "", f"Command: `{report['command']}`  ",
+             f"Dataset fingerprint: `{report['dataset']}` ({report['records']} records, "
+             f"{report['tested_records']} measured under v2 and tested on)  ",
+             f"CPU that ran it: {report['cpu']}  ",
+             f"Runs: {report['runs_done']} of {report['runs_planned']}"
+             + (" (**partial**: the rest are still to run)" if report["partial"] else "")
+             + f", {report['minutes']:.1f} min of training and scoring in all  ",
+             f"Budget rule (every learned method): {rule}.  ",
+             "Noise floor (A/A MAPE of repeated whole-model measurements) per CPU: "
+             + (", ".join(f"{c} {v:.2f}%" for c, v in report["noise_floor_by_cpu"].items())
+                or "n/a") + "  ",
+             "Metrics in percent except Spearman and Kendall; `coverage`: share of test "
+             f"models inside the method's {INTERVAL_COVERAGE:.0%} interval.", ""]
+    if report["skipped"]:
+        lines += ["Splits not run on this dataset:", ""]
+        lines += [f"- {k}: {why}" for k, why in report["skipped"].items()]
+        lines.append("")
+    lines += ["## Targets", "", "| split | target | value | met |", "|---|---|---|---|"]
+    for t in report["targets"]:
+        value = "n/a" if t["value"] is None else f"{t['value']:.3f}"
+        lines.append(f"| {t['split']} | {t['target']} | {value} | "
+                     f"{'yes' if t['met'] else '**no**'} |")
+    lines.append("")
+    cols = ("mape", "mape_std", "rmspe", "acc10", "spearman", "coverage", "models")
+    for split, entry in report["splits"].items():
+        lines += [f"## {split}", "", f"{entry['runs']} run(s).", ""]
+        lines += _rows(entry["methods"], cols)
+        if "mape_worst" in next(iter(entry["methods"].values()), {}):
+            lines.append("")
+            lines += ["MAPE per holdout:", ""]
+            methods = list(entry["methods"])
+            lines += ["| holdout | " + " | ".join(methods) + " |",
+                      "|---" * (len(methods) + 1) + "|"]
+            for holdout, e in entry["per_holdout"].items():
+                lines.append(f"| {holdout} | " + " | ".join(
+                    f"{e['methods'][m]['mape']:.2f}" if m in e["methods"] else "n/a"
+                    for m in methods) + " |")
+        for build, table in entry["by_build"].items():
+            if table:
+                lines += ["", f"Build `{build}`:", ""] + _rows(table, ("mape", "spearman",
+                                                                        "coverage", "models"))
+        for cpu, e in entry.get("by_cpu", {}).items():
+            floor = e["noise_floor_mape"]
+            lines += ["", f"CPU `{cpu}` (noise floor "
+                          + (f"{floor:.2f}%" if floor else "n/a") + "):", ""]
+            lines += _rows(e["methods"], ("mape", "spearman", "coverage", "models"))
+        lines += ["", f"![{split}](plots/{split}.png)", ""]
+    return "\n".join(lines) + "\n"
+
+
+def _rows(table: dict[str, dict[str, float]], cols: Sequence[str]) -> list[str]:
+    lines = ["| method | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    for method, row in table.items():
+        lines.append(f"| {method} | " + " | ".join(
+            f"{row[c]:.3f}" if c in row else "n/a" for c in cols) + " |")
+    return lines

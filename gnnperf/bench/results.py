@@ -1,0 +1,117 @@
+"""Each finished split run as one JSON file, so a benchmark resumes where it stopped.
+
+A run's file holds its test models (labels, builds, CPUs, families) and every method's
+predictions with their intervals, not figures: the report is recomputed from them, so a
+new figure never needs a re-run. Files live under ``runs/<dataset>-<config>/``: a grown
+dataset or changed settings start a new folder instead of mixing results.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..atomic import write_text
+from .splits import SplitRun
+
+
+@dataclass
+class MethodResult:
+    pred_ms: np.ndarray
+    low_ms: np.ndarray
+    high_ms: np.ndarray
+    #: how it trained: rounds run and kept, minutes, whether the safety cap ended it
+    training: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pred_ms": _floats(self.pred_ms), "low_ms": _floats(self.low_ms),
+                "high_ms": _floats(self.high_ms), "training": self.training}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MethodResult:
+        arrays = (np.array(data[k], dtype=float) for k in ("pred_ms", "low_ms", "high_ms"))
+        return cls(*arrays, training=data.get("training", {}))
+
+
+@dataclass
+class SplitResult:
+    run: SplitRun
+    #: per test model: key, true_ms, build, cpu, family, gflop
+    test: dict[str, list[Any]]
+    methods: dict[str, MethodResult]
+    #: positions in ``test`` of the models a held-out CPU is calibrated on
+    calibration: list[int] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    minutes: float = 0.0
+
+    @property
+    def true_ms(self) -> np.ndarray:
+        return np.array(self.test["true_ms"], dtype=float)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run": asdict(self.run), "test": self.test,
+                "methods": {m: r.to_dict() for m, r in self.methods.items()},
+                "calibration": self.calibration, "notes": self.notes,
+                "minutes": round(self.minutes, 3)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SplitResult:
+        return cls(SplitRun(**data["run"]), data["test"],
+                   {m: MethodResult.from_dict(r) for m, r in data["methods"].items()},
+                   data.get("calibration", []), data.get("notes", []), data.get("minutes", 0.0))
+
+
+def _floats(values: np.ndarray) -> list[float | None]:
+    """JSON numbers (NaN, a method that could not predict a model, as null)."""
+    return [None if not np.isfinite(v) else float(v) for v in np.asarray(values, dtype=float)]
+
+
+class ResultStore:
+    """The finished runs of one dataset and one configuration."""
+
+    def __init__(self, out: Path, dataset: str, config: str) -> None:
+        self.folder = out / "runs" / f"{dataset}-{config}"
+
+    def path(self, run: SplitRun) -> Path:
+        return self.folder / f"{run.name}.json"
+
+    def has(self, run: SplitRun) -> bool:
+        return self.path(run).exists()
+
+    def load(self, run: SplitRun) -> SplitResult:
+        return SplitResult.from_dict(json.loads(self.path(run).read_text()))
+
+    def save(self, result: SplitResult) -> Path:
+        path = self.path(result.run)
+        write_text(path, json.dumps(result.to_dict()) + "\n")
+        return path
+
+
+def commit_paths(paths: list[Path], message: str) -> bool:
+    """Commit ``paths`` (and only them) when they lie in a git work tree; False otherwise.
+
+    A benchmark may span sessions: each finished run is committed as it lands.
+    """
+    paths = [p.resolve() for p in paths if p.exists()]
+    if not paths:
+        return False
+    cwd = paths[0].parent if paths[0].is_file() else paths[0]
+    top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=cwd,
+                         capture_output=True, text=True)
+    if top.returncode != 0:
+        return False
+    rel = [str(p) for p in paths]
+    subprocess.run(["git", "add", "--", *rel], cwd=top.stdout.strip(), check=True,
+                   capture_output=True)
+    staged = subprocess.run(["git", "diff", "--cached", "--quiet", "--", *rel],
+                            cwd=top.stdout.strip())
+    if staged.returncode == 0:
+        return False
+    subprocess.run(["git", "commit", "-q", "--only", "-m", message, "--", *rel],
+                   cwd=top.stdout.strip(), check=True, capture_output=True)
+    return True
