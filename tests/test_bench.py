@@ -13,7 +13,11 @@ from torch_geometric.data import Data
 
 from gnnperf.baselines import LearnedKernelModel, Roofline, critical_path_ms, roofline_kernel_ms
 from gnnperf.bench import QUICK, SplitRun, run, targets
-from gnnperf.bench.methods import conformal_interval, pin_unvaried_hardware
+from gnnperf.bench.methods import (
+    conformal_interval,
+    drop_untrained_builds,
+    pin_unvaried_hardware,
+)
 from gnnperf.bench.report import calibrated, split_views, summarise
 from gnnperf.bench.results import MethodResult, ResultStore, SplitResult, commit_paths
 from gnnperf.bench.splits import calibration_positions
@@ -215,6 +219,13 @@ def test_hardware_inputs_never_varied_in_training_are_pinned_on_test() -> None:
     assert float(graphs[3].x[0, ref]) == 0.0 and float(graphs[3].x[0, flag]) == 1.0
     assert float(graphs[3].x[0, l2]) == 12.0
     assert torch.equal(original[:, ref], torch.full((2,), 3.5))  # a copy was changed
+
+
+def test_test_records_of_a_build_never_trained_on_are_left_out_and_named() -> None:
+    builds = ["default", "sampled:0", "sampled:3", "tuned", "default", "tuned"]
+    kept, note = drop_untrained_builds(builds, [0, 1], [2, 3, 4, 5])
+    assert kept == [2, 4] and note == "2 test records left out: build tuned has no training record"
+    assert drop_untrained_builds(builds, [0, 1, 3], [2, 5]) == ([2, 5], "")
 
 
 def test_calibration_models_are_small_sampled_builds_one_family_at_a_time() -> None:

@@ -7,6 +7,10 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+#: bump when a change to the methods or the splits changes what a stored run would hold,
+#: so stored runs of older code are never mixed into a report
+RESULTS_VERSION = 2
+
 
 @dataclass(frozen=True)
 class BudgetRule:
@@ -53,7 +57,8 @@ class BenchConfig:
 
     def fingerprint(self) -> str:
         """Identifies the settings a stored split result was produced with."""
-        text = json.dumps(self.to_dict(), sort_keys=True)
+        text = json.dumps({**self.to_dict(), "results_version": RESULTS_VERSION},
+                          sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
     def to_dict(self) -> dict[str, Any]:

@@ -92,6 +92,20 @@ def pin_unvaried_hardware(graphs: list[Data], train_idx: Sequence[int],
     return pinned
 
 
+def drop_untrained_builds(builds: Sequence[str], train_idx: Sequence[int],
+                          test_idx: Sequence[int]) -> tuple[list[int], str]:
+    """The test records whose build kind some training record has, and a note naming the
+    rest: no method can predict a kind it never saw (a held-out CPU whose training CPUs
+    were never measured ``tuned``), so those are left out of the scores, and said."""
+    trained = {build_kind(builds[i]) for i in train_idx}
+    kept = [i for i in test_idx if build_kind(builds[i]) in trained]
+    if len(kept) == len(test_idx):
+        return kept, ""
+    kinds = sorted({build_kind(builds[i]) for i in test_idx} - trained)
+    return kept, (f"{len(test_idx) - len(kept)} test records left out: build "
+                  f"{', '.join(kinds)} has no training record")
+
+
 def _split_kernel_model(root: Path, test_models: set[str], holdout_cpu: str | None,
                         seed: int, cfg: BenchConfig, folder: Path) -> tuple[Path | None, str]:
     """The kernel cost model this run's methods read, trained without its test models'
@@ -145,12 +159,15 @@ def run_split(ds: LatencyDataset, ds_onnx: LatencyDataset, run: SplitRun, cfg: B
               ) -> SplitResult:
     """Train and score every method on ``run``."""
     start = time.time()
-    indices = split_indices(ds, run.kind, seed=run.seed, holdout=run.holdout)
-    train_idx, val_idx, test_idx = indices
+    train_idx, val_idx, test_idx = split_indices(ds, run.kind, seed=run.seed,
+                                                 holdout=run.holdout)
+    test_idx, note = drop_untrained_builds([str(b) for b in ds._data.build], train_idx,
+                                           test_idx)
+    notes = [note] if note else []
+    indices = (train_idx, val_idx, test_idx)
     graphs = [ds[i] for i in range(len(ds))]
     onnx_graphs = [ds_onnx[i] for i in range(len(ds_onnx))]
     holdout_cpu = run.holdout if run.kind == "leave-cpu-out" else None
-    notes = []
     pinned = pin_unvaried_hardware(graphs, train_idx, test_idx)
     pin_unvaried_hardware(onnx_graphs, train_idx, test_idx)
     if pinned:
