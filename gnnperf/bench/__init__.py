@@ -32,7 +32,7 @@ from ..hardware import HardwareSpec
 from .config import QUICK, BenchConfig, BudgetRule
 from .methods import BASELINES, GNN_VARIANTS, LEARNED_ADDITIVE, run_split
 from .plots import plot_split
-from .report import markdown, split_views, summarise, targets
+from .report import View, markdown, split_views, summarise, targets
 from .results import ResultStore, SplitResult, commit_paths
 from .splits import SPLIT_KINDS, SplitRun, plan_runs
 
@@ -66,9 +66,9 @@ def run(root: str | Path | None, out: Path, cfg: BenchConfig, command: str, *,
             commit_paths([path], f"bench: {split_run.name} ({ds.fingerprint})")
     bar.close()
     results = [store.load(r) for r in runs if store.has(r)]
-    report = build_report(results, runs, skipped, ds, cfg, command, root)
-    out.mkdir(parents=True, exist_ok=True)
     views = split_views(results)
+    report = build_report(results, views, runs, skipped, ds, cfg, command, root)
+    out.mkdir(parents=True, exist_ok=True)
     written = [out / "report.json", out / "report.md"]
     for name, view in views.items():
         written.append(plot_split(name, view, report["splits"][name]["methods"],
@@ -81,12 +81,12 @@ def run(root: str | Path | None, out: Path, cfg: BenchConfig, command: str, *,
     return report
 
 
-def build_report(results: list[SplitResult], runs: list[SplitRun], skipped: dict[str, str],
-                 ds: LatencyDataset, cfg: BenchConfig, command: str,
+def build_report(results: list[SplitResult], views: dict[str, View], runs: list[SplitRun],
+                 skipped: dict[str, str], ds: LatencyDataset, cfg: BenchConfig, command: str,
                  root: str | Path | None) -> dict[str, Any]:
     stats = dataset_stats(root)
     floors = stats["noise_floor_by_host"]
-    splits = summarise(split_views(results), floors)
+    splits = summarise(views, floors)
     training: dict[str, Any] = {}
     for r in results:
         for method, m in r.methods.items():

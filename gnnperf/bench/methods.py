@@ -119,15 +119,15 @@ def _split_kernel_model(root: Path, test_models: set[str], holdout_cpu: str | No
     keep = ~np.isin(table.workload, list(leaked))
     if holdout_cpu is not None:
         keep &= np.array([host_of(str(h)) != holdout_cpu for h in table.hw_id])
-    if len(np.unique(table.workload[keep])) < 10:
+    kept = table.subset(np.flatnonzero(keep))
+    workloads = len(np.unique(kept.workload))
+    if workloads < 10:
         return None, "no kernel model: fewer than 10 workloads outside the test models"
     kcfg = KernelTrainConfig(seed=seed, epochs=cfg.rule.max_epochs,
                              patience=cfg.rule.patience_epochs, val_frac=0.15, test_frac=0.05)
-    result = train_kernel_model(table.subset(np.flatnonzero(keep)), kcfg, progress=False)
-    path = save_kernel_model(result, kcfg, table.subset(np.flatnonzero(keep)),
-                             folder / "kernel_model.pt")
-    return path, (f"kernel model: {int(keep.sum())} schedules of "
-                  f"{len(np.unique(table.workload[keep]))} workloads "
+    result = train_kernel_model(kept, kcfg, progress=False)
+    path = save_kernel_model(result, kcfg, kept, folder / "kernel_model.pt")
+    return path, (f"kernel model: {len(kept)} schedules of {workloads} workloads "
                   f"({len(leaked)} workloads of test models left out)")
 
 

@@ -18,6 +18,7 @@ from ..metrics import metrics
 from ..training import INTERVAL_COVERAGE, INTERVAL_Z
 from .methods import LEARNED_ADDITIVE
 from .results import MethodResult, SplitResult
+from .splits import SPLIT_KINDS
 
 COLUMNS = ("mape", "rmspe", "acc5", "acc10", "spearman", "kendall", "coverage")
 
@@ -64,22 +65,28 @@ def _table(results: View) -> dict[str, dict[str, float]]:
                 score(r.pred_ms[ok], r.low_ms[ok], r.high_ms[ok], true[ok]))
     table: dict[str, dict[str, float]] = {}
     for name, rows in per_method.items():
-        row = {c: float(np.mean([r[c] for r in rows if c in r]))
-               for c in COLUMNS if any(c in r for r in rows)}
+        row = _mean_row(rows, COLUMNS)
         row["mape_std"] = float(np.std([r["mape"] for r in rows]))
         row["models"] = float(np.mean([r["n"] for r in rows]))
         table[name] = row
     return table
 
 
+def _mean_row(rows: Sequence[dict[str, float]], cols: Sequence[str]) -> dict[str, float]:
+    """Each column's mean over the rows that have it (Spearman needs 3 models)."""
+    return {c: float(np.mean([r[c] for r in rows if c in r]))
+            for c in cols if any(c in r for r in rows)}
+
+
+def _by_build(results: View) -> dict[str, dict[str, dict[str, float]]]:
+    builds = sorted({b for r, _, _ in results for b in r.test["build"]})
+    return {build: _table([(r, m, mask & (np.array(r.test["build"]) == build))
+                           for r, m, mask in results]) for build in builds}
+
+
 def _entry(results: View) -> dict[str, Any]:
     """A split's figures: all its test models, then each build apart."""
-    entry: dict[str, Any] = {"runs": len(results), "methods": _table(results), "by_build": {}}
-    builds = sorted({b for r, _, _ in results for b in r.test["build"]})
-    for build in builds:
-        part = [(r, m, mask & (np.array(r.test["build"]) == build)) for r, m, mask in results]
-        entry["by_build"][build] = _table(part)
-    return entry
+    return {"runs": len(results), "methods": _table(results), "by_build": _by_build(results)}
 
 
 def _leave_out(results: View) -> dict[str, Any]:
@@ -87,18 +94,17 @@ def _leave_out(results: View) -> dict[str, Any]:
     holdouts = sorted({str(r.run.holdout) for r, _, _ in results})
     per = {h: _entry([x for x in results if str(x[0].run.holdout) == h]) for h in holdouts}
     entry: dict[str, Any] = {"runs": len(results), "holdouts": len(holdouts), "methods": {},
-                             "per_holdout": per, "by_build": {}}
+                             "per_holdout": per, "by_build": _by_build(results)}
     methods = {m for e in per.values() for m in e["methods"]}
     for name in sorted(methods):
-        rows = [e["methods"][name] for e in per.values() if name in e["methods"]]
-        row = {c: float(np.mean([r[c] for r in rows if c in r]))
-               for c in (*COLUMNS, "models") if any(c in r for r in rows)}
-        row["mape_worst"] = float(max(r["mape"] for r in rows))
-        row["worst_holdout"] = [h for h, e in per.items()
-                                if e["methods"].get(name, {}).get("mape") == row["mape_worst"]][0]
+        scored = {h: e["methods"][name] for h, e in per.items() if name in e["methods"]}
+        rows = list(scored.values())
+        row = _mean_row(rows, (*COLUMNS, "models"))
+        worst = max(scored, key=lambda h: scored[h]["mape"])
+        row["mape_worst"] = float(scored[worst]["mape"])
+        row["worst_holdout"] = worst
         row["mape_std"] = float(np.std([r["mape"] for r in rows]))  # across holdouts
         entry["methods"][name] = row
-    entry["by_build"] = _entry(results)["by_build"]
     return entry
 
 
@@ -106,7 +112,7 @@ def split_views(results: Sequence[SplitResult]) -> dict[str, View]:
     """Each report split's runs; a held-out CPU gives two: at 0 shots and after N
     calibration models, both scored on the models left once those are taken out."""
     views: dict[str, View] = {}
-    for key in ("random", "leave_family_out", "leave_cpu_out", "real_architectures"):
+    for key in SPLIT_KINDS:
         runs = [r for r in results if r.run.key == key]
         if not runs:
             continue

@@ -105,13 +105,11 @@ def commit_paths(paths: list[Path], message: str) -> bool:
                          capture_output=True, text=True)
     if top.returncode != 0:
         return False
+    repo = top.stdout.strip()
     rel = [str(p) for p in paths]
-    subprocess.run(["git", "add", "--", *rel], cwd=top.stdout.strip(), check=True,
-                   capture_output=True)
-    staged = subprocess.run(["git", "diff", "--cached", "--quiet", "--", *rel],
-                            cwd=top.stdout.strip())
-    if staged.returncode == 0:
+    subprocess.run(["git", "add", "--", *rel], cwd=repo, check=True, capture_output=True)
+    if subprocess.run(["git", "diff", "--cached", "--quiet", "--", *rel], cwd=repo).returncode == 0:
         return False
-    subprocess.run(["git", "commit", "-q", "--only", "-m", message, "--", *rel],
-                   cwd=top.stdout.strip(), check=True, capture_output=True)
+    subprocess.run(["git", "commit", "-q", "--only", "-m", message, "--", *rel], cwd=repo,
+                   check=True, capture_output=True)
     return True
