@@ -101,6 +101,13 @@ def test_quick_benchmark_writes_the_report_and_resumes(small_root: Path, tmp_pat
     monkeypatch.setattr("gnnperf.bench.run_split", no_training)
     again = run(small_root, tmp_path, QUICK, "python -m gnnperf.bench --quick", progress=False)
     assert again["splits"] == json.loads(json.dumps(report["splits"]))
+    # worker processes store the same runs, scored on the same test models
+    parallel = run(small_root, tmp_path / "parallel", QUICK, "bench", progress=False, jobs=2)
+    assert parallel["runs_done"] == 3 and not parallel["partial"]
+    for split, entry in report["splits"].items():
+        mine, theirs = entry["methods"]["gnn"], parallel["splits"][split]["methods"]["gnn"]
+        assert theirs["models"] == mine["models"]
+        assert theirs["mape"] == pytest.approx(mine["mape"], abs=2.0)
     # a budget spent before the first run: nothing run, a report marked partial
     partial = run(small_root, tmp_path / "other", QUICK, "bench", max_minutes=1e-9,
                   progress=False)
@@ -301,3 +308,14 @@ def test_bench_command_line_reports_bad_input_in_one_line(command: list[str],
     assert "Traceback" not in proc.stderr and "no dataset shards" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "out" / "report.json").exists()
+
+
+def test_bench_rejects_a_job_count_below_one(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "gnnperf", "bench", "--jobs", "0",
+                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and "--jobs" in proc.stderr
+

@@ -18,11 +18,15 @@ budget rule), :mod:`.splits` (which runs), :mod:`.methods` (one run), :mod:`.res
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
+import torch
 from tqdm import tqdm
 
 from ..atomic import write_text
@@ -42,10 +46,19 @@ __all__ = ["BASELINES", "GNN_VARIANTS", "LEARNED_ADDITIVE", "QUICK", "BenchConfi
 
 def run(root: str | Path | None, out: Path, cfg: BenchConfig, command: str, *,
         max_minutes: float | None = None, commit: bool = False, progress: bool = True,
-        splits: Sequence[str] | None = None) -> dict[str, Any]:
+        splits: Sequence[str] | None = None, jobs: int = 1, device: str | None = None
+        ) -> dict[str, Any]:
     """Run the split runs not yet stored (those of ``splits`` only, if given; until
-    ``max_minutes``, if given, have passed: the run in progress is finished first), then
-    write the report from all stored runs."""
+    ``max_minutes``, if given, have passed: the runs in progress are finished first), then
+    write the report from all stored runs.
+
+    ``jobs`` > 1 trains that many split runs at once in worker processes (each with its
+    share of the cores): a many-core machine finishes the benchmark that many times sooner.
+    The networks train on ``device`` (default: a GPU if torch sees one).
+    """
+    if jobs < 1:
+        raise GnnperfError(f"jobs must be at least 1, got {jobs}")
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     started = time.time()
     ds = LatencyDataset(root)
     ds_onnx = LatencyDataset(root, graph="onnx")
@@ -56,14 +69,22 @@ def run(root: str | Path | None, out: Path, cfg: BenchConfig, command: str, *,
         raise GnnperfError(f"unknown split(s) {', '.join(sorted(unknown))}; choose from "
                            f"{', '.join(SPLIT_KINDS)}")
     todo = [r for r in runs if not store.has(r) and (not splits or r.key in splits)]
-    bar = tqdm(todo, desc="bench", unit="run", disable=not progress)
-    for split_run in bar:
-        if max_minutes is not None and (time.time() - started) / 60 > max_minutes:
-            break
-        bar.set_postfix_str(split_run.name)
-        path = store.save(run_split(ds, ds_onnx, split_run, cfg))
+
+    def time_left() -> bool:
+        return max_minutes is None or (time.time() - started) / 60 <= max_minutes
+
+    bar = tqdm(total=len(todo), desc="bench", unit="run", disable=not progress)
+    if jobs == 1:
+        finished: Iterator[SplitResult] = (
+            run_split(ds, ds_onnx, r, cfg, device) for r in todo if time_left())
+    else:
+        finished = _in_workers(ds.folder.root, todo, cfg, device, jobs, time_left)
+    for result in finished:
+        path = store.save(result)
+        bar.update()
+        bar.set_postfix_str(result.run.name)
         if commit:
-            commit_paths([path], f"bench: {split_run.name} ({ds.fingerprint})")
+            commit_paths([path], f"bench: {result.run.name} ({ds.fingerprint})")
     bar.close()
     results = [store.load(r) for r in runs if store.has(r)]
     views = split_views(results)
@@ -79,6 +100,37 @@ def run(root: str | Path | None, out: Path, cfg: BenchConfig, command: str, *,
         commit_paths(written, f"bench: report, {len(results)} of {len(runs)} runs "
                               f"({ds.fingerprint})")
     return report
+
+
+_WORKER: dict[str, LatencyDataset] = {}
+
+
+def _start_worker(root: Path, threads: int) -> None:
+    torch.set_num_threads(threads)
+    _WORKER["kernel"] = LatencyDataset(root)
+    _WORKER["onnx"] = LatencyDataset(root, graph="onnx")
+
+
+def _run_in_worker(split_run: SplitRun, cfg: BenchConfig, device: str) -> SplitResult:
+    return run_split(_WORKER["kernel"], _WORKER["onnx"], split_run, cfg, device)
+
+
+def _in_workers(root: Path, todo: list[SplitRun], cfg: BenchConfig, device: str, jobs: int,
+                time_left: Any) -> Iterator[SplitResult]:
+    """Each run's result as it finishes, ``jobs`` at a time; no new one once time is up."""
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    pending = list(reversed(todo))
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_start_worker, initargs=(root, threads)) as pool:
+        running: set[Future[SplitResult]] = set()
+        while pending or running:
+            while pending and len(running) < jobs and time_left():
+                running.add(pool.submit(_run_in_worker, pending.pop(), cfg, device))
+            if not running:
+                break
+            done, running = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                yield future.result()
 
 
 def build_report(results: list[SplitResult], views: dict[str, View], runs: list[SplitRun],

@@ -132,13 +132,14 @@ def _split_kernel_model(root: Path, test_models: set[str], holdout_cpu: str | No
 
 
 def _gnn(graphs: list[Data], indices: tuple[list[int], list[int], list[int]], run: SplitRun,
-         cfg: BenchConfig, kernel_model: str, overrides: dict[str, Any]) -> MethodResult:
+         cfg: BenchConfig, kernel_model: str, overrides: dict[str, Any], device: str
+         ) -> MethodResult:
     rule = cfg.rule
     tcfg = TrainConfig(split=run.kind, holdout=run.holdout, seed=run.seed,
                        epochs=rule.max_epochs, patience=rule.patience_epochs, hidden=cfg.hidden,
                        layers=cfg.layers, batch_size=cfg.batch_size, lr=cfg.lr,
                        max_minutes=rule.safety_minutes, ensemble=cfg.ensemble,
-                       kernel_model=kernel_model, **overrides)
+                       kernel_model=kernel_model, device=device, **overrides)
     result = train_model(graphs, tcfg, progress=False, indices=indices)
     if result.test_pred_ms is None or result.test_low_ms is None or result.test_high_ms is None:
         raise GnnperfError(f"the GNN was not scored on the {run.key} test split")
@@ -156,8 +157,8 @@ def _additive(val_pred: np.ndarray, val_true: np.ndarray, pred: np.ndarray,
 
 
 def run_split(ds: LatencyDataset, ds_onnx: LatencyDataset, run: SplitRun, cfg: BenchConfig,
-              ) -> SplitResult:
-    """Train and score every method on ``run``."""
+              device: str = "cpu") -> SplitResult:
+    """Train and score every method on ``run`` (the networks on ``device``)."""
     start = time.time()
     train_idx, val_idx, test_idx = split_indices(ds, run.kind, seed=run.seed,
                                                  holdout=run.holdout)
@@ -185,8 +186,8 @@ def run_split(ds: LatencyDataset, ds_onnx: LatencyDataset, run: SplitRun, cfg: B
         notes.append(why)
         kernel_model = str(kernel_path) if kernel_path is not None else "none"
         for name, overrides in GNN_VARIANTS.items():
-            methods[name] = _gnn(graphs, indices, run, cfg, kernel_model, overrides)
-        methods["gnn_onnx_graph"] = _gnn(onnx_graphs, indices, run, cfg, "none", {})
+            methods[name] = _gnn(graphs, indices, run, cfg, kernel_model, overrides, device)
+        methods["gnn_onnx_graph"] = _gnn(onnx_graphs, indices, run, cfg, "none", {}, device)
         if kernel_path is not None:
             summed = KernelModelSum(load_kernel_model(kernel_path)[0]).fit(train)
             methods["kernel_model_sum"] = _additive(summed.predict(val), val_true,

@@ -140,8 +140,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
                             ("--splits", args.splits), ("--max-minutes", args.max_minutes))
         if value)
     splits = args.splits.split(",") if args.splits else None
+    if args.jobs < 1:
+        raise GnnperfError(f"--jobs must be at least 1, got {args.jobs}")
     report = run(args.root, args.out, cfg, command, max_minutes=args.max_minutes,
-                 commit=args.commit, splits=splits)
+                 commit=args.commit, splits=splits, jobs=args.jobs, device=args.device)
     print(f"{report['runs_done']} of {report['runs_planned']} split runs"
           + (" (partial: run again to go on)" if report["partial"] else ""))
     for t in report["targets"]:
@@ -300,4 +302,9 @@ def register_bench(sub: argparse._SubParsersAction) -> None:
                         "real_architectures); the report still covers every stored run")
     p.add_argument("--commit", action="store_true",
                    help="git-commit each finished split run and the report as they land")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="train N split runs at once, each in its own process with 1/N of the "
+                        "cores (for many-core machines)")
+    p.add_argument("--device", default=None,
+                   help="where the networks train (default: cuda if torch sees a GPU, else cpu)")
     p.set_defaults(func=cmd_bench)
