@@ -21,7 +21,7 @@ import json
 import multiprocessing
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any
@@ -116,7 +116,7 @@ def _run_in_worker(split_run: SplitRun, cfg: BenchConfig, device: str) -> SplitR
 
 
 def _in_workers(root: Path, todo: list[SplitRun], cfg: BenchConfig, device: str, jobs: int,
-                time_left: Any) -> Iterator[SplitResult]:
+                time_left: Callable[[], bool]) -> Iterator[SplitResult]:
     """Each run's result as it finishes, ``jobs`` at a time; no new one once time is up."""
     threads = max(1, (os.cpu_count() or 1) // jobs)
     pending = list(reversed(todo))
