@@ -319,3 +319,14 @@ def test_bench_rejects_a_job_count_below_one(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and "--jobs" in proc.stderr
 
+
+
+def test_the_kernel_model_hides_only_workloads_no_training_model_has() -> None:
+    from gnnperf.bench.methods import held_out_workloads
+
+    workloads = {"train_a": {"w1", "w2"}, "train_b": {"w3"}, "test_a": {"w1", "w4"},
+                 "test_b": {"w3", "w5"}, "other": {"w6"}}
+    assert held_out_workloads(workloads, {"test_a", "test_b"}, {"train_a", "train_b"}) == {
+        "w4", "w5"}
+    assert held_out_workloads(workloads, {"test_a"}, set()) == {"w1", "w4"}
+    assert held_out_workloads(workloads, set(), {"train_a"}) == set()

@@ -9,7 +9,7 @@ from typing import Any
 
 #: bump when a change to the methods or the splits changes what a stored run would hold,
 #: so stored runs of older code are never mixed into a report
-RESULTS_VERSION = 2
+RESULTS_VERSION = 3
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,10 @@
 
 All methods see the same graphs, the same split and the same kernel cost model, and all
 learned ones train under the configuration's one budget rule. The kernel cost model is
-retrained for each run without the workloads of that run's test models (they would
-otherwise leak per-kernel times of the very models scored), and a held-out CPU is never
-among the CPUs it learned from. Each method's 90% interval comes from its own
+retrained for each run without the workloads that only its test models have (they would
+otherwise leak per-kernel times of the very models scored; a workload a training model
+shares is seen by every method through that model's per-kernel labels), and a held-out
+CPU is never among the CPUs it learned from. Each method's 90% interval comes from its own
 validation errors: the GNN's from its predicted spread (as the product reports it), the
 others' split-conformally from their validation log-errors.
 """
@@ -106,16 +107,28 @@ def drop_untrained_builds(builds: Sequence[str], train_idx: Sequence[int],
                   f"{', '.join(kinds)} has no training record")
 
 
-def _split_kernel_model(root: Path, test_models: set[str], holdout_cpu: str | None,
-                        seed: int, cfg: BenchConfig, folder: Path) -> tuple[Path | None, str]:
-    """The kernel cost model this run's methods read, trained without its test models'
-    workloads and without a held-out CPU; (None, why) when none can be trained."""
+def held_out_workloads(model_workloads: dict[str, set[str]], test_models: set[str],
+                       train_models: set[str]) -> set[str]:
+    """Workloads the kernel model of a run must not learn: those of its test models that
+    no training model has. A workload a training model shares reaches every other method
+    through that model's per-kernel labels, so hiding it from the kernel model alone would
+    only handicap the methods that read it."""
+    def union(models: set[str]) -> set[str]:
+        return set().union(*(w for m, w in model_workloads.items() if m in models))
+
+    return union(test_models) - union(train_models)
+
+
+def _split_kernel_model(root: Path, test_models: set[str], train_models: set[str],
+                        holdout_cpu: str | None, seed: int, cfg: BenchConfig, folder: Path
+                        ) -> tuple[Path | None, str]:
+    """The kernel cost model this run's methods read, trained without the workloads only
+    its test models have and without a held-out CPU; (None, why) when none can be trained."""
     try:
         table = load_kernel_table(root, progress=False)
     except GnnperfError as exc:
         return None, f"no kernel model: {exc}"
-    leaked = set().union(*(w for m, w in workloads_of_models(root).items()
-                           if m in test_models)) if test_models else set()
+    leaked = held_out_workloads(workloads_of_models(root), test_models, train_models)
     keep = ~np.isin(table.workload, list(leaked))
     if holdout_cpu is not None:
         keep &= np.array([host_of(str(h)) != holdout_cpu for h in table.hw_id])
@@ -128,7 +141,7 @@ def _split_kernel_model(root: Path, test_models: set[str], holdout_cpu: str | No
     result = train_kernel_model(kept, kcfg, progress=False)
     path = save_kernel_model(result, kcfg, kept, folder / "kernel_model.pt")
     return path, (f"kernel model: {len(kept)} schedules of {workloads} workloads "
-                  f"({len(leaked)} workloads of test models left out)")
+                  f"({len(leaked)} workloads only test models have left out)")
 
 
 def _gnn(graphs: list[Data], indices: tuple[list[int], list[int], list[int]], run: SplitRun,
@@ -181,8 +194,8 @@ def run_split(ds: LatencyDataset, ds_onnx: LatencyDataset, run: SplitRun, cfg: B
     methods: dict[str, MethodResult] = {}
     with tempfile.TemporaryDirectory(prefix="gnnperf-bench-") as tmp:
         kernel_path, why = _split_kernel_model(
-            ds.folder.root, {str(g.model_id) for g in test}, holdout_cpu, run.seed, cfg,
-            Path(tmp))
+            ds.folder.root, {str(g.model_id) for g in test}, {str(g.model_id) for g in train},
+            holdout_cpu, run.seed, cfg, Path(tmp))
         notes.append(why)
         kernel_model = str(kernel_path) if kernel_path is not None else "none"
         for name, overrides in GNN_VARIANTS.items():
