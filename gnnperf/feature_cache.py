@@ -35,11 +35,11 @@ from .hardware import _cache_dir
 
 #: Modules whose code decides what is cached; editing one invalidates every entry.
 SOURCES = (
-    "onnx_import.py",
+    # every module of the onnx_import and features packages, so a new one is hashed too
+    *sorted(f"onnx_import/{p.name}" for p in (Path(__file__).parent / "onnx_import").glob("*.py")),
     "builds.py",
     "lowering.py",
     "constant_folding.py",
-    # every module of the features package, so a new one is hashed too
     *sorted(f"features/{p.name}" for p in (Path(__file__).parent / "features").glob("*.py")),
     "feature_cache.py",
 )
