@@ -306,7 +306,8 @@ def split_indices(
     held-out part is a random ``test_frac`` of groups (``random``), the held-out family or
     hardware id, or every hardware id of the held-out CPU (``leave-cpu-out``: the machine
     part of the id, :func:`host_of`), or the ``hf-*`` models (``real-architectures``);
-    validation is ``val_frac`` of the remaining groups, never taken from the held-out part.
+    validation is ``val_frac`` of the remaining groups, never taken from the held-out part,
+    drawn within each stratum of :func:`_validation_strata` (v2 or not, rarest build kind).
 
     Only records measured under v2 are tested on (their noise floor is known); older
     records of the held-out part are left out of every set, so they cannot leak it into
@@ -341,7 +342,15 @@ def split_indices(
         held_groups = {groups[i] for i in idx[held]}
         rest = np.array([i for i in idx[~held] if groups[i] not in held_groups], dtype=int)
     rest_groups = [groups[i] for i in rest]
-    val_local = _pick_groups(rest_groups, np.arange(len(rest)), val_frac, rng)
+    strata = _validation_strata([rows[i] for i in rest], rest_groups)
+    val_local = np.zeros(len(rest), dtype=bool)
+    for stratum in sorted(set(strata.values())):
+        members = {g for g, s in strata.items() if s == stratum}
+        if len(members) > 1:  # a lone group stays in training
+            val_local |= _pick_groups(rest_groups, np.arange(len(rest)), val_frac, rng,
+                                      among=members)
+    if not val_local.any():
+        val_local = _pick_groups(rest_groups, np.arange(len(rest)), val_frac, rng)
     val, train = rest[val_local], rest[~val_local]
     if len(train) == 0 or len(val) == 0:
         raise DatasetError(f"split '{kind}' (holdout {holdout}) leaves no training or "
@@ -364,6 +373,25 @@ def _iter(dataset: Sequence[Data] | InMemoryDataset) -> Iterable[Data]:
                        hw_id=store.hw_id[i], group=store.group[i], v2=bool(store.v2[i]))
     else:
         yield from dataset
+
+
+def _validation_strata(rows: Sequence[Data], groups: Sequence[str]) -> dict[str, str]:
+    """Per group: whether it holds a v2 label, and its rarest build kind.
+
+    Why: validation picks the checkpoint and calibrates the interval, so it must look like
+    the test records (v2 labels, every build kind). Drawn from all groups alike, it was
+    mostly pre-v2 records of other CPUs and could hold no ``tuned`` record at all (those
+    are a few percent of the data).
+    """
+    kinds = [BuildConfig.parse(str(getattr(d, "build", "default"))).kind for d in rows]
+    share = Counter(kinds)
+    v2: dict[str, bool] = {}
+    rarest: dict[str, str] = {}
+    for d, group, kind in zip(rows, groups, kinds, strict=True):
+        v2[group] = v2.get(group, False) or bool(getattr(d, "v2", True))
+        if group not in rarest or share[kind] < share[rarest[group]]:
+            rarest[group] = kind
+    return {g: f"{'v2' if v2[g] else 'legacy'}/{rarest[g]}" for g in rarest}
 
 
 def _pick_groups(groups: Sequence[str], idx: np.ndarray, frac: float,

@@ -40,6 +40,9 @@ class TrainConfig:
     #: weight of a pre-v2 label (no machine state beside it; up to 16% A/A noise) relative
     #: to a v2 label in the whole-model loss
     legacy_weight: float = 0.5
+    #: whole-model loss weight of a build kind ∝ (1 / its share of the records) ** power
+    #: (0: every record weighs the same; 1: every kind weighs the same)
+    build_balance: float = 0.0
     legacy_in_test: bool = False  # test on pre-v2 records too (datasets without v2 ones)
     #: the kernel cost model the nodes read (frozen): a path, "auto" (the package's
     #: checkpoints/kernel_model.pt when it exists) or "none". The no-hardware ablation
@@ -62,7 +65,8 @@ class TrainConfig:
         for name, value in {"aux_weight": self.aux_weight, "dropout": self.dropout,
                             "weight_decay": self.weight_decay, "ema": self.ema,
                             "correction_weight": self.correction_weight,
-                            "legacy_weight": self.legacy_weight}.items():
+                            "legacy_weight": self.legacy_weight,
+                            "build_balance": self.build_balance}.items():
             if not value >= 0:
                 raise TrainingConfigError(f"{name} must not be negative, got {value}")
         if self.dropout >= 1 or self.ema >= 1:

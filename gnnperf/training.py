@@ -14,6 +14,7 @@ import json
 import math
 import os
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,12 +123,32 @@ def kernel_share_weights(y_kernel: torch.Tensor, batch: torch.Tensor, mask: torc
     return share[mask].clamp_min(1e-6) ** power
 
 
+def build_balance_weights(builds: Sequence[str], power: float) -> dict[str, float]:
+    """Per build kind, (records per kind on average / records of this kind) ** ``power``.
+
+    Why: ``tuned`` records are a few percent of the data, so an unweighted loss spends
+    almost nothing on them; with ``power`` 1 every kind weighs as much in the whole-model
+    loss as any other, with 0 the records weigh equally. Weights average 1 over records.
+    """
+    kinds = [BuildConfig.parse(b).kind for b in builds]
+    counts = Counter(kinds)
+    raw = {k: (len(kinds) / len(counts) / n) ** power for k, n in counts.items()}
+    mean = sum(raw[k] for k in kinds) / max(len(kinds), 1)
+    return {k: w / mean for k, w in raw.items()}
+
+
 def record_weights(batch: Any, cfg: TrainConfig) -> torch.Tensor | None:
-    """Per graph: 1 for a v2 label, ``legacy_weight`` for one from before measurement v2."""
+    """Per graph: 1 for a v2 label, ``legacy_weight`` for one from before measurement v2,
+    times the build kind's balance weight where training attached one (``build_weight``)."""
+    weight = None
     v2 = getattr(batch, "v2", None)
-    if v2 is None or cfg.legacy_weight == 1.0:
-        return None
-    return torch.where(v2.view(-1), 1.0, cfg.legacy_weight).to(batch.y.dtype)
+    if v2 is not None and cfg.legacy_weight != 1.0:
+        weight = torch.where(v2.view(-1), 1.0, cfg.legacy_weight).to(batch.y.dtype)
+    balance = getattr(batch, "build_weight", None)
+    if balance is not None:
+        balance = balance.view(-1).to(batch.y.dtype)
+        weight = balance if weight is None else weight * balance
+    return weight
 
 
 def _loss(model: LatencyGNN | EnsembleGNN, batch: Any, cfg: TrainConfig) -> torch.Tensor:
@@ -260,6 +281,10 @@ def train_model(dataset: LatencyDataset | Sequence[Data], cfg: TrainConfig,
     raw_train = [dataset[i] for i in train_idx]
     scaler = FeatureScaler.fit(raw_train)
     train_set = [scaler(d) for d in raw_train]
+    if cfg.build_balance > 0:
+        kind_weight = build_balance_weights([d.build for d in train_set], cfg.build_balance)
+        for d in train_set:
+            d.build_weight = torch.tensor([kind_weight[BuildConfig.parse(d.build).kind]])
     val_set = [scaler(dataset[i]) for i in val_idx]
     test_set = [scaler(dataset[i]) for i in test_idx]
     val_loader = DataLoader(val_set, batch_size=256)
@@ -298,6 +323,9 @@ def train_model(dataset: LatencyDataset | Sequence[Data], cfg: TrainConfig,
         "split": cfg.split,
         "holdout": cfg.holdout,
         "val": metrics(val.ms(), np.exp(val.y)),
+        # per build on validation, where configurations may be compared (never on test)
+        "val_by_build": breakdown(val.ms(), np.exp(val.y),
+                                  [str(dataset[i].build) for i in val_idx]),
         "test": metrics(test.ms(), true),
         "test_interval_coverage": float(np.mean((true >= low) & (true <= high)) * 100),
         **error_breakdowns(test.ms(), true, dataset, test_idx),

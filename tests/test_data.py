@@ -147,6 +147,27 @@ def test_pre_v2_records_are_never_tested_on_and_never_leak(kind: str, holdout: s
     assert {rows[i].hw_id for i in test} == {"old"}
 
 
+def test_validation_holds_v2_and_rare_build_records_like_the_test_set() -> None:
+    """200 legacy models and 30 v2 ones, 6 of them also tuned: drawn from all groups alike,
+    a 10% validation slice would mostly hold legacy records and often no tuned one."""
+    rows = []
+    for m in range(230):
+        v2 = m >= 200
+        builds = ["default", "sampled:0"] + (["tuned"] if m >= 224 else [])
+        rows += [Data(model_id=f"m{m}", family="f", hw_id="h", group=f"g{m}", v2=v2, build=b)
+                 for b in builds]
+    for seed in range(10):
+        train, val, test = split_indices(rows, "random", seed=seed, val_frac=0.1,
+                                         test_frac=0.15)
+        val_groups = {rows[i].group for i in val}
+        assert {rows[i].build for i in val} >= {"default", "sampled:0", "tuned"}
+        assert sum(rows[i].v2 for i in val) >= 2  # ~10% of the v2 groups left after test
+        # ~10% of each stratum, so legacy groups still make up most of it
+        assert 15 <= len(val_groups) <= 30
+        assert not val_groups & {rows[i].group for i in train + test}
+        assert any(rows[i].build == "tuned" for i in train)
+
+
 def test_leave_cpu_out_holds_out_every_hardware_id_of_that_cpu() -> None:
     """Both thread counts (and ISAs) of the held-out CPU leave training; its models stay."""
     rows = []

@@ -273,6 +273,27 @@ def test_pre_v2_labels_weigh_less_in_the_whole_model_loss() -> None:
         TrainConfig(legacy_weight=-1.0)
 
 
+def test_build_balance_gives_every_build_kind_equal_weight_at_power_one() -> None:
+    from torch_geometric.data import Data
+
+    from gnnperf.training import build_balance_weights, record_weights
+
+    builds = ["default"] * 6 + ["sampled:0", "sampled:3"] * 2 + ["tuned"]
+    w = build_balance_weights(builds, 1.0)
+    totals = {k: w[k] * n for k, n in {"default": 6, "sampled": 4, "tuned": 1}.items()}
+    assert totals["default"] == pytest.approx(totals["sampled"]) == pytest.approx(totals["tuned"])
+    assert sum(w[b.split(":")[0]] for b in builds) == pytest.approx(len(builds))  # mean 1
+    assert all(v == pytest.approx(1.0) for v in build_balance_weights(builds, 0.0).values())
+    # the balance multiplies the pre-v2 weight, graph by graph
+    graphs = [Data(y=torch.zeros(1), v2=torch.tensor([flag]), build_weight=torch.tensor([bw]))
+              for flag, bw in ((True, 2.0), (False, 0.5))]
+    batch = Batch.from_data_list(graphs)
+    got = record_weights(batch, TrainConfig(legacy_weight=0.25))
+    assert torch.allclose(got, torch.tensor([2.0, 0.125]))
+    with pytest.raises(TrainingConfigError, match="build_balance"):
+        TrainConfig(build_balance=-1.0)
+
+
 def test_predictions_for_this_machine_see_its_reference_times(trained: Path) -> None:
     """A checkpoint trained on v2 records reads the reference kernels' times; for local
     hardware they are measured once and cached, so training and prediction agree."""

@@ -24,7 +24,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                       loss=args.loss, correction_weight=args.correction_weight,
                       aux_share_power=args.aux_share_power,
                       legacy_weight=args.legacy_weight, legacy_in_test=args.legacy_in_test,
-                      kernel_model=args.kernel_model)
+                      build_balance=args.build_balance, kernel_model=args.kernel_model)
     dataset = LatencyDataset(args.root)
     result = train_model(dataset, cfg)
     path = save_checkpoint(result, cfg, dataset, args.out or DEFAULT_CHECKPOINT.parent)
@@ -181,6 +181,9 @@ def add_train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-hw", action="store_true", help="ablation: hide hardware features")
     p.add_argument("--legacy-weight", type=float, default=d.legacy_weight,
                    help="loss weight of records from before measurement v2 (v2: 1)")
+    p.add_argument("--build-balance", type=float, default=d.build_balance, metavar="POWER",
+                   help="weight a build kind's records by (1 / its share)^POWER in the "
+                        "whole-model loss (0: equal records; 1: equal kinds)")
     p.add_argument("--legacy-in-test", action="store_true",
                    help="test on records from before measurement v2 too (by default they "
                         "are never tested on)")
