@@ -342,15 +342,9 @@ def split_indices(
         held_groups = {groups[i] for i in idx[held]}
         rest = np.array([i for i in idx[~held] if groups[i] not in held_groups], dtype=int)
     rest_groups = [groups[i] for i in rest]
-    strata = _validation_strata([rows[i] for i in rest], rest_groups)
-    val_local = np.zeros(len(rest), dtype=bool)
-    for stratum in sorted(set(strata.values())):
-        members = {g for g, s in strata.items() if s == stratum}
-        if len(members) > 1:  # a lone group stays in training
-            val_local |= _pick_groups(rest_groups, np.arange(len(rest)), val_frac, rng,
-                                      among=members)
-    if not val_local.any():
-        val_local = _pick_groups(rest_groups, np.arange(len(rest)), val_frac, rng)
+    chosen = _stratified_groups(_validation_strata([rows[i] for i in rest], rest_groups),
+                                val_frac, rng)
+    val_local = np.array([g in chosen for g in rest_groups], dtype=bool)
     val, train = rest[val_local], rest[~val_local]
     if len(train) == 0 or len(val) == 0:
         raise DatasetError(f"split '{kind}' (holdout {holdout}) leaves no training or "
@@ -370,18 +364,19 @@ def _iter(dataset: Sequence[Data] | InMemoryDataset) -> Iterable[Data]:
         store = dataset._data
         for i in dataset.indices():
             yield Data(model_id=store.model_id[i], family=store.family[i],
-                       hw_id=store.hw_id[i], group=store.group[i], v2=bool(store.v2[i]))
+                       hw_id=store.hw_id[i], group=store.group[i], v2=bool(store.v2[i]),
+                       build=store.build[i])
     else:
         yield from dataset
 
 
 def _validation_strata(rows: Sequence[Data], groups: Sequence[str]) -> dict[str, str]:
-    """Per group: whether it holds a v2 label, and its rarest build kind.
+    """Per group: whether it holds a v2 label, and its rarest build kind (ties: the kind
+    first in :data:`BUILD_KINDS`).
 
-    Why: validation picks the checkpoint and calibrates the interval, so it must look like
-    the test records (v2 labels, every build kind). Drawn from all groups alike, it was
-    mostly pre-v2 records of other CPUs and could hold no ``tuned`` record at all (those
-    are a few percent of the data).
+    Why: validation picks the checkpoint and calibrates the interval, so every kind of
+    record the test split holds should be in it. Drawn from all groups alike, it could
+    hold no ``tuned`` record at all (those are a few percent of the data).
     """
     kinds = [BuildConfig.parse(str(getattr(d, "build", "default"))).kind for d in rows]
     share = Counter(kinds)
@@ -389,9 +384,32 @@ def _validation_strata(rows: Sequence[Data], groups: Sequence[str]) -> dict[str,
     rarest: dict[str, str] = {}
     for d, group, kind in zip(rows, groups, kinds, strict=True):
         v2[group] = v2.get(group, False) or bool(getattr(d, "v2", True))
-        if group not in rarest or share[kind] < share[rarest[group]]:
+        if group not in rarest or (share[kind], BUILD_KINDS.index(kind)) < (
+                share[rarest[group]], BUILD_KINDS.index(rarest[group])):
             rarest[group] = kind
     return {g: f"{'v2' if v2[g] else 'legacy'}/{rarest[g]}" for g in rarest}
+
+
+def _stratified_groups(strata: dict[str, str], frac: float, rng: np.random.Generator
+                       ) -> set[str]:
+    """``frac`` of the groups (at least one), each stratum given its proportional share:
+    the whole seats first, the seats left over to the largest remainders. A stratum too
+    small for a whole seat gives up none unless its remainder wins one, so no small
+    stratum loses half its groups; with one stratum this is a plain random draw."""
+    members: dict[str, list[str]] = {}
+    for group, stratum in sorted(strata.items()):
+        members.setdefault(stratum, []).append(group)
+    names = sorted(members)
+    exact = np.array([frac * len(members[s]) for s in names])
+    seats = np.floor(exact).astype(int)
+    left = max(1, int(round(frac * len(strata)))) - int(seats.sum())
+    seats[np.argsort(-(exact - seats), kind="stable")[:max(left, 0)]] += 1
+    chosen: set[str] = set()
+    for name, k in zip(names, seats, strict=True):
+        pool = members[name]
+        rng.shuffle(pool)
+        chosen.update(pool[:k])
+    return chosen
 
 
 def _pick_groups(groups: Sequence[str], idx: np.ndarray, frac: float,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from torch_geometric.data import Data
+from torch_geometric.data import Data, InMemoryDataset
 
 from gnnperf.data import (
     FeatureScaler,
@@ -147,25 +147,48 @@ def test_pre_v2_records_are_never_tested_on_and_never_leak(kind: str, holdout: s
     assert {rows[i].hw_id for i in test} == {"old"}
 
 
-def test_validation_holds_v2_and_rare_build_records_like_the_test_set() -> None:
-    """200 legacy models and 30 v2 ones, 6 of them also tuned: drawn from all groups alike,
-    a 10% validation slice would mostly hold legacy records and often no tuned one."""
+class _RowsDataset(InMemoryDataset):
+    """Rows collated the way :class:`LatencyDataset` stores them (the split reads its store)."""
+
+    def __init__(self, rows: list[Data]) -> None:
+        super().__init__(None)
+        self._data, self.slices = self.collate(rows)
+
+
+@pytest.mark.parametrize("in_memory", [False, True])
+def test_validation_holds_v2_and_rare_build_records_like_the_test_set(in_memory: bool
+                                                                      ) -> None:
+    """200 legacy models, 80 v2 ones, 40 of them also tuned: drawn from all groups alike,
+    a 10% validation slice would hold no v2 or no tuned group now and then; drawn per
+    stratum it holds about 10% of each."""
     rows = []
-    for m in range(230):
+    for m in range(280):
         v2 = m >= 200
-        builds = ["default", "sampled:0"] + (["tuned"] if m >= 224 else [])
+        builds = ["default", "sampled:0"] + (["tuned"] if m >= 240 else [])
         rows += [Data(model_id=f"m{m}", family="f", hw_id="h", group=f"g{m}", v2=v2, build=b)
                  for b in builds]
+    data = _RowsDataset(rows) if in_memory else rows
     for seed in range(10):
-        train, val, test = split_indices(rows, "random", seed=seed, val_frac=0.1,
+        train, val, test = split_indices(data, "random", seed=seed, val_frac=0.1,
                                          test_frac=0.15)
         val_groups = {rows[i].group for i in val}
-        assert {rows[i].build for i in val} >= {"default", "sampled:0", "tuned"}
-        assert sum(rows[i].v2 for i in val) >= 2  # ~10% of the v2 groups left after test
-        # ~10% of each stratum, so legacy groups still make up most of it
-        assert 15 <= len(val_groups) <= 30
+        tuned = {rows[i].group for i in val if rows[i].build == "tuned"}
+        legacy = {rows[i].group for i in val if not rows[i].v2}
+        assert 2 <= len(tuned) <= 5  # ~10% of the ~34 tuned groups left after the test split
+        assert 2 <= len(val_groups - tuned - legacy) <= 5  # v2 groups without tuned records
+        assert len(legacy) == 20  # exactly 10% of the 200 legacy groups
         assert not val_groups & {rows[i].group for i in train + test}
         assert any(rows[i].build == "tuned" for i in train)
+
+
+def test_small_strata_keep_their_groups_for_training() -> None:
+    """Two tuned groups among many: 10% of two is no whole group, so neither is taken."""
+    rows = [Data(model_id=f"m{m}", family="f", hw_id="h", group=f"g{m}", v2=True,
+                 build="tuned" if m < 2 else "default") for m in range(40)]
+    for seed in range(20):
+        _, val, _ = split_indices(rows, "random", seed=seed, val_frac=0.1, test_frac=0.1)
+        assert len(val) == 4  # 10% of the 36 groups left after the test split, rounded
+        assert not any(rows[i].build == "tuned" for i in val)
 
 
 def test_leave_cpu_out_holds_out_every_hardware_id_of_that_cpu() -> None:
