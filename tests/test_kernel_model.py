@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +26,7 @@ from gnnperf.kernel_model import (
     save_kernel_model,
     train_kernel_model,
 )
+from gnnperf.shards import shard_paths
 
 HW_ARGS = dict(simd_width=8, threads=2, l1d_kb=32, l2_kb=1024)
 
@@ -103,12 +105,23 @@ def test_the_table_has_a_row_per_measured_schedule(kernel_root: Path,
             assert len({tuple(r) for r in table.x[rows][:, sched]}) > 1
 
 
-def test_the_table_is_cached_until_the_shards_change(kernel_root: Path, table: KernelTable
-                                                     ) -> None:
-    cached = list((kernel_root / "processed").glob("kernel_table-*.npz"))
-    assert len(cached) == 1
+def test_the_table_is_cached_per_shard_until_a_shard_changes(kernel_root: Path, tmp_path: Path,
+                                                             table: KernelTable) -> None:
+    cached = sorted((kernel_root / "processed" / "kernel_rows").glob("*/*.npz"))
+    shards = shard_paths(kernel_root / "kernels")
+    assert [c.name.split(".jsonl")[0] for c in cached] == [
+        s.name.split(".jsonl")[0] for s in shards]
     again = load_kernel_table(kernel_root, progress=False)
     assert np.array_equal(again.x, table.x) and again.feature_names == table.feature_names
+    # a grown copy (a second shard) computes the new shard's rows only
+    copy = tmp_path / "copy"
+    shutil.copytree(kernel_root, copy)
+    shutil.copy(shards[0], copy / "kernels" / "kernels-zz-9999.jsonl.gz")
+    stamps = {p: p.stat().st_mtime_ns for p in (copy / "processed").rglob("*.npz")}
+    grown = load_kernel_table(copy, progress=False)
+    assert np.array_equal(grown.x, np.concatenate([table.x, table.x]))
+    assert all(p.stat().st_mtime_ns == t for p, t in stamps.items())
+    assert len(list((copy / "processed" / "kernel_rows").glob("*/*.npz"))) == 2
 
 
 def test_group_split_keeps_groups_whole() -> None:

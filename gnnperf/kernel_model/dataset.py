@@ -8,7 +8,8 @@ knows: its position and neighbours' bytes), plus what the schedule decided
 (static figures and the reference kernels' times of measurement v2).
 
 Rows are cached under the folder's ``processed/``, keyed by the kernel shards' contents and
-the feature code, so a table is built once (about 30 ms a schedule).
+the feature code, shard by shard, so a schedule's row is computed once (about
+12 ms a schedule once its kernel's analyses are in the feature cache, 30 ms before).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -37,7 +39,7 @@ from ..features import (
 from ..features.schedule import SCHEDULE_FEATURE_NAMES, schedule_feature_vector
 from ..hardware import FEATURE_NAMES as HW_FEATURE_NAMES
 from ..hardware import HardwareSpec
-from ..shards import iter_lines, shard_paths
+from ..shards import iter_lines, iter_shard, shard_paths
 
 #: node features that describe a kernel's place in a graph, not the kernel itself
 GRAPH_ONLY = ("log_param_bytes", "log_input_bytes", "is_first", "is_last")
@@ -98,24 +100,24 @@ def _record_hardware(rec: dict[str, Any]) -> HardwareSpec:
     return hw
 
 
-def _scheduled(rec: dict[str, Any], workload: Any) -> tuple[Any, Any, Any]:
-    """(scheduled PrimFunc, trace JSON, target) of a record, by replaying its trace."""
+def _scheduled(ms_record: list[Any], workload: Any) -> tuple[Any, Any]:
+    """(scheduled PrimFunc, target) of a MetaSchedule record, by replaying its trace."""
     import tvm
     from tvm.s_tir.meta_schedule.database import TuningRecord
 
-    record = TuningRecord.from_json(rec["ms_record"], workload)
-    sch = record.as_measure_candidate().sch
-    return sch.mod["main"], record.trace.as_json(), tvm.target.Target(record.target)
+    record = TuningRecord.from_json(ms_record, workload)
+    return record.as_measure_candidate().sch.mod["main"], tvm.target.Target(record.target)
 
 
 def _row(rec: dict[str, Any], workload: Any) -> list[float]:
     from ..features.analyses import kernel_statics  # TVM: only to build the table
 
-    func, trace_json, target = _scheduled(rec, workload)
-    statics = kernel_statics(func, target)
     ms_record = rec["ms_record"]
     if isinstance(ms_record, str):
         ms_record = json.loads(ms_record)
+    func, target = _scheduled(ms_record, workload)
+    statics = kernel_statics(func, target)
+    # MetaSchedule's record: [trace (JSON, read as replayed), run secs, target, args_info]
     # MetaSchedule's args_info: ["TENSOR", dtype, shape] per buffer, the output last
     args = [(list(a[2]), str(a[1])) for a in ms_record[3]]
     ins, outs = args[:-1], args[-1:]
@@ -128,33 +130,31 @@ def _row(rec: dict[str, Any], workload: Any) -> list[float]:
         bytes_written=sum(tensor_bytes(*a) for a in outs), param_bytes=0, input_bytes=0,
         loops=dict(statics.loops), ms_features=list(statics.ms_features),
         missing=list(statics.missing))
-    return kernel_input_vector(node, trace_json if rec["schedule"] != "unscheduled" else None,
+    return kernel_input_vector(node, ms_record[0] if rec["schedule"] != "unscheduled" else None,
                                _record_hardware(rec))
 
 
-def _fingerprint(folder: DatasetFolder) -> str:
+def _code_fingerprint() -> str:
+    """What a cached row depends on besides its record: the feature code, this module (how
+    a row is made), the hardware description and the columns."""
     h = hashlib.sha256(f"{code_version()}|{','.join(kernel_feature_names())}".encode())
-    for path in shard_paths(folder.kernels):
-        h.update(path.name.encode())
-        h.update(hashlib.sha256(path.read_bytes()).digest())
+    for module in (Path(__file__), Path(__file__).parent.parent / "hardware.py"):
+        h.update(module.read_bytes())
     return h.hexdigest()[:16]
 
 
-def _build(folder: DatasetFolder, progress: bool) -> KernelTable:
-    from tqdm import tqdm
+_ARRAYS = ("x", "log_ms", "workload", "hw_id", "unscheduled")
+
+
+def _shard_rows(records: list[dict[str, Any]], workloads: dict[str, Any],
+                parsed: dict[str, Any], bar: Any) -> dict[str, np.ndarray]:
+    """The table's arrays for the records of one shard (those whose workload is known)."""
     from tvm.s_tir.meta_schedule.database import Workload
 
-    workloads: dict[str, Any] = {}
-    records: list[dict[str, Any]] = []
-    for o in iter_lines(folder.kernels, kinds=("kernel_workload", "kernel_record")):
-        if o["kind"] == "kernel_workload":
-            workloads[o["workload_id"]] = o["ms_workload"]
-        else:
-            records.append(o)
     rows: list[list[float]] = []
     kept: list[dict[str, Any]] = []
-    parsed: dict[str, Any] = {}
-    for rec in tqdm(records, desc="kernel features", disable=not progress, unit="schedule"):
+    for rec in records:
+        bar.update(1)
         wid = rec["workload_id"]
         if wid not in workloads:
             continue  # a record whose workload line was lost with a killed writer
@@ -162,39 +162,67 @@ def _build(folder: DatasetFolder, progress: bool) -> KernelTable:
             parsed[wid] = Workload.from_json(workloads[wid])
         rows.append(_row(rec, parsed[wid]))
         kept.append(rec)
-    if not kept:
+    return {
+        "x": np.asarray(rows, dtype=np.float32).reshape(len(rows), len(kernel_feature_names())),
+        "log_ms": np.log(np.asarray([r["latency"]["median_ms"] for r in kept],
+                                    dtype=np.float64)),
+        "workload": np.asarray([r["workload_id"] for r in kept], dtype=str),
+        "hw_id": np.asarray([r["hw_id"] for r in kept], dtype=str),
+        "unscheduled": np.asarray([r["schedule"] == "unscheduled" for r in kept], dtype=bool),
+    }
+
+
+def _build(folder: DatasetFolder, progress: bool) -> KernelTable:
+    """Rows shard by shard, each shard's rows cached under ``processed/kernel_rows/`` by its
+    contents and the feature code: a grown dataset only computes its new shards' rows."""
+    from tqdm import tqdm
+
+    workloads: dict[str, Any] = {}
+    by_shard: dict[Path, list[dict[str, Any]]] = {}
+    for path in shard_paths(folder.kernels):
+        by_shard[path] = []
+        for o in iter_shard(path):
+            if o.get("kind") == "kernel_workload":
+                workloads[o["workload_id"]] = o["ms_workload"]
+            elif o.get("kind") == "kernel_record":
+                by_shard[path].append(o)
+    cache_dir = folder.processed / "kernel_rows" / _code_fingerprint()
+    cached: dict[Path, Path] = {
+        path: cache_dir / f"{path.name}-{hashlib.sha256(path.read_bytes()).hexdigest()[:16]}.npz"
+        for path in by_shard}
+    todo = sum(len(recs) for path, recs in by_shard.items() if not cached[path].exists())
+    parts: list[dict[str, np.ndarray]] = []
+    parsed: dict[str, Any] = {}
+    with tqdm(total=todo, desc="kernel features", disable=not progress or not todo,
+              unit="schedule") as bar:
+        for path, recs in by_shard.items():
+            if cached[path].exists():
+                with np.load(cached[path], allow_pickle=False) as z:
+                    parts.append({k: z[k] for k in _ARRAYS})
+                continue
+            part = _shard_rows(recs, workloads, parsed, bar)
+            parts.append(part)
+            if len(part["log_ms"]) == len(recs):  # every workload known: final for this shard
+                for stale in cache_dir.glob(f"{path.name}-*.npz"):
+                    stale.unlink()  # the rows of this shard before it grew
+                buf = io.BytesIO()
+                np.savez_compressed(buf, **part)
+                write_bytes(cached[path], buf.getvalue())
+    if not parts or not sum(len(p["log_ms"]) for p in parts):
         raise DatasetError(f"no kernel records in {folder.kernels}; "
                            "collect some with `gnnperf collect-kernels`")
-    return KernelTable(
-        x=np.asarray(rows, dtype=np.float32),
-        log_ms=np.log(np.asarray([r["latency"]["median_ms"] for r in kept], dtype=np.float64)),
-        workload=np.asarray([r["workload_id"] for r in kept]),
-        hw_id=np.asarray([r["hw_id"] for r in kept]),
-        unscheduled=np.asarray([r["schedule"] == "unscheduled" for r in kept]),
-        feature_names=kernel_feature_names(),
-    )
+    return KernelTable(**{k: np.concatenate([p[k] for p in parts]) for k in _ARRAYS},
+                       feature_names=kernel_feature_names())
 
 
 def load_kernel_table(root: str | os.PathLike[str] | DatasetFolder | None = None, *,
                       progress: bool = True) -> KernelTable:
-    """The kernel dataset of ``root`` as a :class:`KernelTable`, from the cache if current."""
+    """The kernel dataset of ``root`` as a :class:`KernelTable` (rows cached per shard)."""
     folder = DatasetFolder.resolve(root)
     if not folder.kernels.is_dir() or not shard_paths(folder.kernels):
         raise DatasetError(f"no kernel dataset in {folder.root} (looked in {folder.kernels}); "
                            "collect one with `gnnperf collect-kernels`")
-    cache = folder.processed / f"kernel_table-{_fingerprint(folder)}.npz"
-    if cache.exists():
-        with np.load(cache, allow_pickle=False) as z:
-            return KernelTable(x=z["x"], log_ms=z["log_ms"], workload=z["workload"],
-                               hw_id=z["hw_id"], unscheduled=z["unscheduled"],
-                               feature_names=list(z["feature_names"]))
-    table = _build(folder, progress)
-    buf = io.BytesIO()
-    np.savez_compressed(buf, x=table.x, log_ms=table.log_ms, workload=table.workload,
-                        hw_id=table.hw_id, unscheduled=table.unscheduled,
-                        feature_names=np.asarray(table.feature_names))
-    write_bytes(cache, buf.getvalue())
-    return table
+    return _build(folder, progress)
 
 
 def workloads_of_models(root: str | os.PathLike[str] | DatasetFolder | None = None
