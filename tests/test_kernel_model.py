@@ -26,7 +26,7 @@ from gnnperf.kernel_model import (
     save_kernel_model,
     train_kernel_model,
 )
-from gnnperf.shards import shard_paths
+from gnnperf.shards import iter_lines, shard_paths
 
 HW_ARGS = dict(simd_width=8, threads=2, l1d_kb=32, l2_kb=1024)
 
@@ -122,6 +122,31 @@ def test_the_table_is_cached_per_shard_until_a_shard_changes(kernel_root: Path, 
     assert np.array_equal(grown.x, np.concatenate([table.x, table.x]))
     assert all(p.stat().st_mtime_ns == t for p, t in stamps.items())
     assert len(list((copy / "processed" / "kernel_rows").glob("*/*.npz"))) == 2
+
+
+def test_stored_analyses_are_used_only_while_replaying_a_sample_agrees(
+        kernel_root: Path, table: KernelTable, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tqdm import tqdm
+
+    from gnnperf.kernel_model import dataset as kernel_table_module
+
+    workloads = {o["workload_id"]: o["ms_workload"]
+                 for o in iter_lines(kernel_root / "kernels", kinds=("kernel_workload",))}
+    records = list(kernel_records(kernel_root))
+    assert all(r.get("features") for r in records)
+    replayed = []
+    real = kernel_table_module._replayed_statics
+    monkeypatch.setattr(kernel_table_module, "_replayed_statics",
+                        lambda rec, w: replayed.append(rec["key"]) or real(rec, w))
+    rows = kernel_table_module._shard_rows(records, workloads, {}, tqdm(disable=True))
+    assert np.allclose(rows["x"], table.x)
+    assert len(replayed) == len(records[::kernel_table_module.VERIFY_EVERY])
+    # an analysis that no longer agrees with today's code: every program is replayed
+    records[0]["features"]["flops"] *= 2
+    replayed.clear()
+    rows = kernel_table_module._shard_rows(records, workloads, {}, tqdm(disable=True))
+    assert np.allclose(rows["x"], table.x)
+    assert len(replayed) == len(records) + len(records[::kernel_table_module.VERIFY_EVERY])
 
 
 def test_group_split_keeps_groups_whole() -> None:

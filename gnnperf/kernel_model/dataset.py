@@ -7,9 +7,11 @@ knows: its position and neighbours' bytes), plus what the schedule decided
 (:mod:`gnnperf.features.schedule`) and the hardware as it was while it was timed
 (static figures and the reference kernels' times of measurement v2).
 
-Rows are cached under the folder's ``processed/``, keyed by the kernel shards' contents and
-the feature code, shard by shard, so a schedule's row is computed once (about
-12 ms a schedule once its kernel's analyses are in the feature cache, 30 ms before).
+The collector stores each program's analyses with its record; they are used as they are
+when a sample of them, replayed with today's code, still comes out the same (otherwise
+every program is replayed, ~8 ms each). Rows are cached under the folder's
+``processed/kernel_rows/``, shard by shard, keyed by each shard's contents and the feature
+code, so a grown dataset only computes its new shards.
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
 import os
+import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -40,6 +44,12 @@ from ..features.schedule import SCHEDULE_FEATURE_NAMES, schedule_feature_vector
 from ..hardware import FEATURE_NAMES as HW_FEATURE_NAMES
 from ..hardware import HardwareSpec
 from ..shards import iter_lines, iter_shard, shard_paths
+
+if TYPE_CHECKING:
+    from ..features.analyses import KernelStatics
+
+#: one stored record's analyses in this many is replayed to check the stored ones still hold
+VERIFY_EVERY = 64
 
 #: node features that describe a kernel's place in a graph, not the kernel itself
 GRAPH_ONLY = ("log_param_bytes", "log_input_bytes", "is_first", "is_last")
@@ -109,16 +119,40 @@ def _scheduled(ms_record: list[Any], workload: Any) -> tuple[Any, Any]:
     return record.as_measure_candidate().sch.mod["main"], tvm.target.Target(record.target)
 
 
-def _row(rec: dict[str, Any], workload: Any) -> list[float]:
+def _ms_record(rec: dict[str, Any]) -> list[Any]:
+    ms_record = rec["ms_record"]
+    return json.loads(ms_record) if isinstance(ms_record, str) else ms_record
+
+
+def _replayed_statics(rec: dict[str, Any], workload: Any) -> KernelStatics:
+    """The analyses of a record's program, rebuilt by replaying its trace (~8 ms)."""
     from ..features.analyses import kernel_statics  # TVM: only to build the table
 
-    ms_record = rec["ms_record"]
-    if isinstance(ms_record, str):
-        ms_record = json.loads(ms_record)
-    func, target = _scheduled(ms_record, workload)
-    statics = kernel_statics(func, target)
-    # MetaSchedule's record: [trace (JSON, read as replayed), run secs, target, args_info]
-    # MetaSchedule's args_info: ["TENSOR", dtype, shape] per buffer, the output last
+    return kernel_statics(*_scheduled(_ms_record(rec), workload))
+
+
+def _stored_statics(rec: dict[str, Any]) -> KernelStatics | None:
+    """The analyses the collector stored with the record when it timed the program."""
+    from ..features.analyses import KernelStatics
+
+    f = rec.get("features")
+    if f is None:
+        return None
+    return KernelStatics(float(f["flops"]), {k: float(v) for k, v in f["loops"].items()},
+                         [float(v) for v in f["ms_features"]], rec["workload_id"],
+                         list(f["missing"]))
+
+
+def _same_statics(a: KernelStatics, b: KernelStatics) -> bool:
+    return (math.isclose(a.flops, b.flops, rel_tol=1e-6) and dict(a.loops) == dict(b.loops)
+            and list(a.missing) == list(b.missing) and len(a.ms_features) == len(b.ms_features)
+            and np.allclose(a.ms_features, b.ms_features, rtol=1e-4, atol=1e-4))
+
+
+def _row(rec: dict[str, Any], statics: KernelStatics) -> list[float]:
+    ms_record = _ms_record(rec)
+    # MetaSchedule's record: [trace, run secs, target, args_info]; args_info holds
+    # ["TENSOR", dtype, shape] per buffer, the output last
     args = [(list(a[2]), str(a[1])) for a in ms_record[3]]
     ins, outs = args[:-1], args[-1:]
     node = KernelNode(
@@ -151,17 +185,26 @@ def _shard_rows(records: list[dict[str, Any]], workloads: dict[str, Any],
     """The table's arrays for the records of one shard (those whose workload is known)."""
     from tvm.s_tir.meta_schedule.database import Workload
 
-    rows: list[list[float]] = []
-    kept: list[dict[str, Any]] = []
-    for rec in records:
-        bar.update(1)
-        wid = rec["workload_id"]
-        if wid not in workloads:
-            continue  # a record whose workload line was lost with a killed writer
+    def workload(wid: str) -> Any:
         if wid not in parsed:
             parsed[wid] = Workload.from_json(workloads[wid])
-        rows.append(_row(rec, parsed[wid]))
-        kept.append(rec)
+        return parsed[wid]
+
+    kept = [rec for rec in records if rec["workload_id"] in workloads]  # else its workload
+    # line was lost with a killed writer
+    stored = [_stored_statics(rec) for rec in kept]
+    # the analyses stored at collection are used when a sample of them, replayed with the
+    # code of today, comes out the same (the first and every VERIFY_EVERY-th record)
+    checked = [i for i, st in enumerate(stored) if st is not None][::VERIFY_EVERY]
+    trusted = all(_same_statics(_replayed_statics(kept[i], workload(kept[i]["workload_id"])),
+                                stored[i]) for i in checked)  # type: ignore[arg-type]
+    rows: list[list[float]] = []
+    for rec, st in zip(kept, stored, strict=True):
+        bar.update(1)
+        if st is None or not trusted:
+            st = _replayed_statics(rec, workload(rec["workload_id"]))
+        rows.append(_row(rec, st))
+    bar.update(len(records) - len(kept))
     return {
         "x": np.asarray(rows, dtype=np.float32).reshape(len(rows), len(kernel_feature_names())),
         "log_ms": np.log(np.asarray([r["latency"]["median_ms"] for r in kept],
@@ -208,6 +251,9 @@ def _build(folder: DatasetFolder, progress: bool) -> KernelTable:
                 buf = io.BytesIO()
                 np.savez_compressed(buf, **part)
                 write_bytes(cached[path], buf.getvalue())
+    for stale in [*cache_dir.parent.glob("*"), *folder.processed.glob("kernel_table-*.npz")]:
+        if stale != cache_dir:  # rows of other feature code, and the one-file tables of old
+            shutil.rmtree(stale) if stale.is_dir() else stale.unlink()
     if not parts or not sum(len(p["log_ms"]) for p in parts):
         raise DatasetError(f"no kernel records in {folder.kernels}; "
                            "collect some with `gnnperf collect-kernels`")
