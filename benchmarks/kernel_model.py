@@ -2,7 +2,9 @@
 
 On workloads it has never seen (split by workload, ``--seeds`` different splits), per
 schedule: MAPE, within-workload Spearman, top-1 regret (how much slower the schedule it
-ranks first is than the best), and the tuned head's MAPE on each workload's best time.
+ranks first is than the best), and the MAPE of each workload's best time predicted two
+ways: by the tuned head (from the unscheduled kernel) and as the best of the workload's
+sampled schedules' predicted times plus the fitted offset (what a ``tuned`` node reads).
 
 Methods:
 - ``kernel-model``: :mod:`gnnperf.kernel_model` as shipped (time + ranking + tuned losses);
@@ -58,7 +60,24 @@ def _xgb(table: KernelTable, seed: int, columns: np.ndarray) -> dict[str, float]
                                  early_stopping_rounds=100, random_state=seed)
     model.fit(table.x[train][:, columns], table.log_ms[train],
               eval_set=[(table.x[val][:, columns], table.log_ms[val])], verbose=False)
-    return _scores(model.predict(table.x[test][:, columns]).astype(float), table, test)
+    out = _scores(model.predict(table.x[test][:, columns]).astype(float), table, test)
+
+    def best(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per group of sampled schedules: (best prediction, best measured time)."""
+        rows = rows[~table.unscheduled[rows]]
+        _, owner = np.unique(table.group[rows], return_inverse=True)
+        pred = np.full(owner.max() + 1, np.inf)
+        true = np.full(owner.max() + 1, np.inf)
+        np.minimum.at(pred, owner, model.predict(table.x[rows][:, columns]))
+        np.minimum.at(true, owner, table.log_ms[rows])
+        return pred, true
+
+    val_pred, val_true = best(val)  # the offset is fitted on validation, as the MLP's
+    test_pred, test_true = best(test)
+    offset = float(np.mean(val_true - val_pred))
+    out["tuned_best_candidate_mape"] = metrics(np.exp(test_pred + offset),
+                                               np.exp(test_true))["mape"]
+    return out
 
 
 def _mlp(table: KernelTable, seed: int, **overrides: Any) -> dict[str, float]:
@@ -68,7 +87,9 @@ def _mlp(table: KernelTable, seed: int, **overrides: Any) -> dict[str, float]:
     test = result.metrics["test"]
     return {"mape": test["schedules"]["mape"], "group_spearman": test["group_spearman"],
             "top1_regret_pct": test["top1_regret_pct"],
-            "tuned_mape": test.get("tuned", {}).get("mape", float("nan"))}
+            "tuned_mape": test.get("tuned", {}).get("mape", float("nan")),
+            "tuned_best_candidate_mape": test.get("tuned_from_candidates", {}).get(
+                "mape", float("nan"))}
 
 
 def main() -> None:
@@ -102,10 +123,12 @@ def main() -> None:
         "mean_over_seeds": summary, "per_seed": per_seed,
     }
     write_text(args.out, json.dumps(report, indent=1) + "\n")
-    print(f"{'method':22s} {'MAPE':>7s} {'Spearman':>9s} {'regret':>7s} {'tuned':>7s}")
+    print(f"{'method':22s} {'MAPE':>7s} {'Spearman':>9s} {'regret':>7s} {'tuned':>7s} "
+          f"{'best cand.':>10s}")
     for m, s in summary.items():
         print(f"{m:22s} {s['mape']:6.1f}% {s['group_spearman']:9.3f} "
-              f"{s['top1_regret_pct']:6.1f}% {s.get('tuned_mape', float('nan')):6.1f}%")
+              f"{s['top1_regret_pct']:6.1f}% {s.get('tuned_mape', float('nan')):6.1f}% "
+              f"{s.get('tuned_best_candidate_mape', float('nan')):9.1f}%")
     print(f"report: {args.out}")
 
 

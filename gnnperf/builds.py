@@ -199,6 +199,11 @@ def sample_schedule(
     return None if sch is None else sch.mod["main"]
 
 
+#: S of the ``tuned`` build: the schedules drawn per kernel (seeds 0..S-1), as many as the
+#: kernel dataset measures per workload by default
+TUNED_SCHEDULES = 16
+
+
 class AppliedBuild(NamedTuple):
     """A fused module scheduled by a build, and what the scheduling left behind."""
 

@@ -35,12 +35,12 @@ from .features import KernelGraph, node_feature_names, node_feature_vector
 from .graph_traces import join_traces
 from .hardware import FEATURE_NAMES as HW_FEATURE_NAMES
 from .hardware import HardwareSpec, host_of
-from .kernel_model.dataset import kernel_input_vector
+from .kernel_model.dataset import candidate_rows, kernel_input_vector, tuned_candidates
 from .measure.reference import aa_floor
 from .shards import SCHEMA_VERSION, is_probed, is_v2, iter_lines, latest_records, shard_paths
 
 #: Bump when the fields of the encoded ``Data`` items change (invalidates processed caches).
-_DATA_LAYOUT = 6
+_DATA_LAYOUT = 7
 
 __all__ = ["DatasetFolder", "LatencyDataset", "dataset_stats", "default_root", "fingerprint",
            "graph_to_data", "split_indices"]
@@ -85,8 +85,16 @@ def graph_to_data(graph: KernelGraph, hw: HardwareSpec, build: str | None = None
     # a measured schedule (tir kernels only; builtins are data movement it never saw)
     x_kernel = torch.tensor([kernel_input_vector(node, node.schedule_trace, hw)
                              for node in graph.nodes], dtype=torch.float32)
+    # a tuned kernel's candidate schedules, each row naming its kernel (PyG shifts an
+    # ``*_index`` attribute by the nodes before it when it batches graphs)
+    candidates = [(node.index, row) for node in graph.nodes if kind == "tuned"
+                  for row in candidate_rows(node, hw)]
+    x_candidates = torch.tensor([row for _, row in candidates], dtype=torch.float32
+                                ).reshape(len(candidates), x_kernel.shape[1])
     return Data(x=x, edge_index=edge_index, edge_attr=edge_attr, num_nodes=n,
-                x_kernel=x_kernel,
+                x_kernel=x_kernel, x_candidates=x_candidates,
+                candidates_node_index=torch.tensor([i for i, _ in candidates],
+                                                   dtype=torch.long),
                 kernel_model_mask=torch.tensor([node.kind == "tir" for node in graph.nodes]),
                 kernel_tuned=torch.full((n,), kind == "tuned", dtype=torch.bool))
 
@@ -123,7 +131,8 @@ def _regenerate_onnx_graph(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def fingerprint(root: str | os.PathLike[str] | DatasetFolder | None = None) -> str:
-    """Content hash of the record shards of a dataset folder and of the feature layout.
+    """Content hash of the record and kernel shards of a dataset folder and of the feature
+    layout (kernel shards: a ``tuned`` record's kernels read their candidates there).
 
     Re-measurements for the noise floor (``noise/``) do not change what is trained on,
     so they leave the fingerprint (and processed caches, checkpoints' match) alone.
@@ -135,6 +144,10 @@ def fingerprint(root: str | os.PathLike[str] | DatasetFolder | None = None) -> s
         # named as in the standard layout, so a flat folder hashes like its standard twin
         h.update(f"shards/{path.name}".encode())
         h.update(hashlib.sha256(path.read_bytes()).digest())
+    if folder.kernels.is_dir():  # a tuned record's kernels read their candidates there
+        for path in shard_paths(folder.kernels):
+            h.update(f"kernels/{path.name}".encode())
+            h.update(hashlib.sha256(path.read_bytes()).digest())
     return h.hexdigest()[:16]
 
 
@@ -167,6 +180,15 @@ def record_hardware(record: dict[str, Any]) -> HardwareSpec:
         hw = replace(hw, reference_ms={k: float(v["median_ms"])
                                        for k, v in record["reference"].items()})
     return hw
+
+
+def with_candidates(graph: KernelGraph, candidates: dict[tuple[str, str], list[dict[str, Any]]],
+                    hw_id: str) -> KernelGraph:
+    """A ``tuned`` graph whose kernels carry the schedules the kernel dataset measured for
+    their workload on ``hw_id`` (the ones the tuned build picked from)."""
+    nodes = [replace(n, candidates=candidates.get((n.struct_hash, hw_id), []))
+             if n.kind == "tir" else n for n in graph.nodes]
+    return replace(graph, nodes=nodes)
 
 
 def record_to_data(record: dict[str, Any], graph: KernelGraph) -> Data:
@@ -255,6 +277,7 @@ class LatencyDataset(InMemoryDataset):
     def process(self) -> None:
         records, graphs = _records_and_graphs(Path(self.raw_dir), self.graph_kind)
         cache: dict[str, KernelGraph] = {}
+        candidates: dict[tuple[str, str], list[dict[str, Any]]] | None = None
         items = []
         for rec in records:
             gid = (rec["graph_id"] if self.graph_kind == "kernel"
@@ -265,7 +288,12 @@ class LatencyDataset(InMemoryDataset):
                 graphs[gid] = _regenerate_onnx_graph(rec)
             if gid not in cache:
                 cache[gid] = KernelGraph.from_dict(graphs[gid])
-            data = record_to_data(rec, cache[gid])
+            graph = cache[gid]
+            if self.graph_kind == "kernel" and BuildConfig.parse(rec["build"]).kind == "tuned":
+                if candidates is None:
+                    candidates = tuned_candidates(self.folder)
+                graph = with_candidates(graph, candidates, rec["hw_id"])
+            data = record_to_data(rec, graph)
             if self.graph_kind != "kernel":
                 data.kernel_mask = torch.zeros_like(data.kernel_mask)
             items.append(data)

@@ -17,9 +17,10 @@ Design (why each piece is there):
   which gives the prediction interval.
 - **A kernel cost model underneath.** When the configuration names one, a pretrained
   :class:`~gnnperf.kernel_model.KernelCostModel` (frozen) reads each kernel's schedule
-  row and gives the node its embedding and predicted log time (the tuned head for a
-  ``tuned`` build); the readout also sees ``log Σ exp`` of those times, the learned
-  additive estimate, so what the GNN adds over a sum of kernel estimates is learned.
+  row and gives the node its embedding and predicted log time (for a ``tuned`` build, the
+  best of its candidate schedules' predicted times); the readout also sees ``log Σ exp``
+  of those times, the learned additive estimate, so what the GNN adds over a sum of
+  kernel estimates is learned.
 - **Deep ensemble.** :class:`EnsembleGNN` averages members trained from different
   seeds; the spread of their means is added to their own variance, so the interval
   widens where the members disagree (inputs unlike the training data).
@@ -130,8 +131,9 @@ class LatencyGNN(nn.Module):
         assert self.kernel_model is not None
         mask = data.kernel_model_mask
         emb = self.kernel_model.embed(data.x_kernel)
-        time = torch.where(data.kernel_tuned, self.kernel_model.tuned_head(emb).squeeze(-1),
-                           self.kernel_model.time_head(emb).squeeze(-1))
+        time = self.kernel_model.node_log_ms(emb, data.kernel_tuned,
+                                             getattr(data, "x_candidates", None),
+                                             getattr(data, "candidates_node_index", None))
         out = torch.cat([emb, time.unsqueeze(-1)], dim=-1)
         return torch.where(mask.unsqueeze(-1), out, torch.zeros_like(out)), time
 

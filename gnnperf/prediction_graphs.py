@@ -60,10 +60,10 @@ def lower_for_prediction(model: ModelSource, hw: HardwareSpec, build: str,
     hit = cache.get("graph", key) if cache is not None else None
     if hit is not None:
         return KernelGraph.from_dict(hit)
-    from .features.extract import extract_graph  # TVM loads here, when a model is lowered
+    from .features.tuned_candidates import graph_for_prediction  # TVM loads here
     from .lowering import lower_onnx
 
-    graph = extract_graph(lower_onnx(model, hw, build, input_shapes))
+    graph = graph_for_prediction(lower_onnx(model, hw, build, input_shapes))
     if cache is not None:
         cache.put("graph", key, graph.to_dict())
     return graph

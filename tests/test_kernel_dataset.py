@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import KERNEL_HW as HW
 from conftest import KERNEL_SETTINGS as TINY
@@ -152,6 +154,49 @@ def test_the_tuned_build_applies_the_fastest_measured_schedule_of_each_kernel(
     tuned = extract_graph(lowered)
     assert plain.to_dict()["nodes"] == tuned.to_dict()["nodes"]
     assert plain.build == "tuned"
+
+
+def test_a_tuned_kernel_carries_the_candidates_the_collector_measured(
+        kernel_root: Path) -> None:
+    """The candidates a prediction draws for a tuned kernel are the schedules the kernel
+    dataset measured for its workload, described the same: drawn at prediction time
+    (any model) or joined from the kernel shards (a tuned record), one kernel model row."""
+    import torch
+    from torch_geometric.data import Batch
+
+    from gnnperf.data import LatencyDataset, graph_to_data
+    from gnnperf.features.tuned_candidates import graph_for_prediction
+    from gnnperf.kernel_model.dataset import candidate_rows, tuned_candidates
+    from gnnperf.lowering import lower_onnx
+
+    hw = HardwareSpec.local("x86-64-v3", 1, measure=False)
+    onnx_model = zoo.export_onnx(zoo.tiny_spec("mixer"))
+    drawn = graph_for_prediction(lower_onnx(onnx_model, hw, "tuned"), schedules=3)
+    measured = tuned_candidates(kernel_root)
+    tir = [n for n in drawn.nodes if n.kind == "tir"]
+    assert tir and all(n.candidates for n in tir)
+    for node in tir:
+        stored = measured[(node.struct_hash, hw.record_hw_id)]
+        assert len(stored) == len(node.candidates)
+        rows = sorted(map(tuple, np.round(candidate_rows(node, hw), 4)))
+        joined = replace(node, candidates=stored)
+        assert rows == sorted(map(tuple, np.round(candidate_rows(joined, hw), 4)))
+    # other builds carry none, and a stored graph never does
+    assert not any(n.candidates for n in graph_for_prediction(
+        lower_onnx(onnx_model, hw, "sampled:0")).nodes)
+    assert all("candidates" not in n for n in
+               graph_for_prediction(lower_onnx(onnx_model, hw, "default")).to_dict()["nodes"])
+    # the tuned record of the dataset reads them from the kernel shards
+    ds = LatencyDataset(kernel_root)
+    (tuned,) = [ds[i] for i in range(len(ds)) if ds[i].build == "tuned"]
+    n_stored = sum(len(measured.get((n.struct_hash, tuned.hw_id), [])) for n in drawn.nodes)
+    assert tuned.x_candidates.shape == (n_stored, tuned.x_kernel.shape[1])
+    assert bool(tuned.kernel_model_mask[tuned.candidates_node_index].all())
+    # batched after another graph, each candidate still names its own kernel
+    other = graph_to_data(drawn, hw)
+    batch = Batch.from_data_list([other, tuned])
+    assert torch.equal(batch.candidates_node_index[len(other.candidates_node_index):],
+                       tuned.candidates_node_index + other.num_nodes)
 
 
 def test_measure_and_predict_a_tuned_build_from_the_command_line(

@@ -15,9 +15,12 @@ from gnnperf.errors import CheckpointError
 from gnnperf.features.schedule import SCHEDULE_FEATURE_NAMES, schedule_feature_vector
 from gnnperf.kernel_dataset import kernel_records
 from gnnperf.kernel_model import (
+    KernelCostModel,
+    KernelModelConfig,
     KernelTable,
     KernelTrainConfig,
     evaluate,
+    fit_tuned_offset,
     group_split,
     load_kernel_model,
     load_kernel_table,
@@ -147,6 +150,39 @@ def test_stored_analyses_are_used_only_while_replaying_a_sample_agrees(
     rows = kernel_table_module._shard_rows(records, workloads, {}, tqdm(disable=True))
     assert np.allclose(rows["x"], table.x)
     assert len(replayed) == len(records) + len(records[::kernel_table_module.VERIFY_EVERY])
+
+
+def test_a_tuned_kernel_is_the_best_of_its_candidates_plus_the_offset() -> None:
+    model = KernelCostModel(KernelModelConfig(in_dim=3, hidden=8, embed_dim=4, layers=2))
+    model.eval()
+    model.tuned_offset.fill_(0.25)
+    x = torch.randn(3, 3)
+    cands = torch.randn(5, 3)
+    owner = torch.tensor([0, 0, 0, 2, 2])  # kernel 1 is tuned but has no candidate
+    tuned = torch.tensor([True, True, False])
+    with torch.no_grad():
+        emb = model.embed(x)
+        got = model.node_log_ms(emb, tuned, cands, owner)
+        each = model(cands)
+        plain = model.node_log_ms(emb, tuned)
+        head = float(model.tuned_head(emb[1:2]).squeeze())
+        own = float(model(x[2:3]).squeeze())
+    assert got[0] == pytest.approx(float(each[:3].min()) + 0.25)
+    assert got[1] == pytest.approx(head) and got[1] == plain[1]
+    assert got[2] == pytest.approx(own)  # not tuned: its own row
+
+
+def test_the_tuned_offset_is_fitted_on_validation_and_scored(table: KernelTable) -> None:
+    result = train_kernel_model(table, KernelTrainConfig(epochs=3, patience=3, seed=0,
+                                                         val_frac=0.3, test_frac=0.3),
+                                progress=False)
+    keep = np.ones(table.x.shape[1], dtype=np.float32)
+    offset = float(result.model.tuned_offset)
+    assert offset == pytest.approx(fit_tuned_offset(result.model, table,
+                                                    result.indices["val"], keep), abs=1e-5)
+    assert offset != 0.0
+    val = result.metrics["val"]
+    assert val["tuned_from_candidates"]["n"] == val["tuned"]["n"]
 
 
 def test_group_split_keeps_groups_whole() -> None:

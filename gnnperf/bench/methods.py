@@ -69,13 +69,16 @@ def pin_unvaried_hardware(graphs: list[Data], train_idx: Sequence[int],
     graph's value is set to the training one (e.g. the reference-kernel times of a held-out
     CPU when no training CPU measured them). Returns the columns pinned."""
     pinned: list[str] = []
-    for attr, names in (("x", feature_names()), ("x_kernel", kernel_feature_names())):
+    for attr, names in (("x", feature_names()), ("x_kernel", kernel_feature_names()),
+                        ("x_candidates", kernel_feature_names())):
         if not hasattr(graphs[train_idx[0]], attr):
             continue
         cols = [j for j, n in enumerate(names) if n.startswith("hw_")]
         if getattr(graphs[train_idx[0]], attr).shape[1] != len(names):
             continue  # operator graphs have their own node columns
         train = torch.cat([getattr(graphs[i], attr)[:, cols] for i in train_idx])
+        if not len(train):
+            continue  # no training graph has rows of this kind (no tuned candidates)
         lo, hi = train.min(0).values, train.max(0).values
         constant = [k for k in range(len(cols)) if lo[k] == hi[k]]
         for i in test_idx:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .. import zoo
 from ..errors import GnnperfError
-from ..features.extract import extract_graph
+from ..features.tuned_candidates import graph_for_prediction
 from ..graph_predictor import load_predictor
 from ..hardware import HardwareSpec
 from ..lowering import compile_lowered, export_executable, lower_onnx
@@ -68,7 +68,7 @@ def calibrate(hw: HardwareSpec | str = "local", *, models: int = 10, build: str 
     for model in calibration_models(models):
         # one lowering: the graph predicted is read from the module that is measured
         lowered = lower_onnx(zoo.export_onnx(model), spec, build)
-        predicted = predictor.predict_graphs([(extract_graph(lowered), spec)],
+        predicted = predictor.predict_graphs([(graph_for_prediction(lowered), spec)],
                                              calibrated=False)[0]
         with tempfile.TemporaryDirectory(prefix="gnnperf-calibrate-") as tmp:
             lib = export_executable(compile_lowered(lowered), Path(tmp) / "model.so")

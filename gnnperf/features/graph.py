@@ -53,6 +53,10 @@ class KernelNode:
     #: (``sampled:*``); None for other builds, builtins, and graphs from before traces were
     #: kept. What the kernel cost model reads as the schedule's decisions.
     schedule_trace: list[Any] | None = None
+    #: ``tuned`` builds only: the S schedules tuning picks this kernel's from (sampled, not
+    #: measured), each ``{"features": {flops, loops, ms_features, missing}, "trace": ...}``
+    #: as a kernel record stores them. Kept out of stored graphs (see ``to_dict``).
+    candidates: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def intensity(self) -> float:
@@ -95,10 +99,13 @@ class KernelGraph:
 
     # -- serialisation ----------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
+        """Plain JSON data; a node's ``candidates`` only where it has some, so graphs of
+        other builds serialise as before."""
         return {
             # a shallow copy per node: its values are already plain JSON data, and
             # ``asdict``'s deep copy of ~200 features a node was a tenth of a lowering
-            "nodes": [dict(vars(n)) for n in self.nodes],
+            "nodes": [{k: v for k, v in vars(n).items() if k != "candidates" or v}
+                      for n in self.nodes],
             "edges": [list(e) for e in self.edges],
             "target": self.target,
             "build": self.build,

@@ -24,6 +24,7 @@ import tvm
 from tqdm import tqdm
 
 from .. import zoo
+from ..builds import TUNED_SCHEDULES
 from ..collect import Collector, CollectSummary, package_versions
 from ..dataset_folder import DatasetFolder
 from ..errors import DatasetError, GnnperfError, one_line
@@ -47,7 +48,7 @@ from .workloads import (
 )
 
 #: schedules drawn per workload (MetaSchedule's design space, seeds 0..S-1)
-DEFAULT_SCHEDULES = 16
+DEFAULT_SCHEDULES = TUNED_SCHEDULES
 #: the unscheduled kernel runs at about 1 GFLOP/s; above this it is not timed
 MAX_UNSCHEDULED_GFLOP = 0.5
 

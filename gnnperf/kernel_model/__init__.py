@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from .dataset import (
     KernelTable,
+    candidate_rows,
     group_split,
     kernel_feature_names,
     kernel_input_vector,
     load_kernel_table,
+    tuned_candidates,
     workloads_of_models,
 )
 from .model import KernelCostModel, KernelModelConfig
@@ -21,6 +23,7 @@ from .training import (
     KernelTrainConfig,
     KernelTrainResult,
     evaluate,
+    fit_tuned_offset,
     load_kernel_model,
     rank_loss,
     ranking_metrics,
@@ -35,6 +38,8 @@ __all__ = [
     "KernelTrainConfig",
     "KernelTrainResult",
     "evaluate",
+    "fit_tuned_offset",
+    "candidate_rows",
     "group_split",
     "kernel_feature_names",
     "kernel_input_vector",
@@ -44,5 +49,6 @@ __all__ = [
     "ranking_metrics",
     "save_kernel_model",
     "train_kernel_model",
+    "tuned_candidates",
     "workloads_of_models",
 ]

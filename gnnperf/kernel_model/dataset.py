@@ -77,6 +77,19 @@ def kernel_input_vector(node: KernelNode, trace_json: Any, hw: HardwareSpec) -> 
     return [full[n] for n in kernel_node_feature_names()] + sched + hw.feature_vector()
 
 
+def candidate_rows(node: KernelNode, hw: HardwareSpec) -> list[list[float]]:
+    """The kernel model's rows of a ``tuned`` kernel's candidate schedules (the kernel's
+    shapes with each candidate's own analyses and trace)."""
+    rows = []
+    for cand in node.candidates:
+        f = cand["features"]
+        scheduled = replace(node, flops=float(f["flops"]), loops=dict(f["loops"]),
+                            ms_features=list(f["ms_features"]), missing=list(f["missing"]),
+                            candidates=[])
+        rows.append(kernel_input_vector(scheduled, cand["trace"], hw))
+    return rows
+
+
 @dataclass
 class KernelTable:
     """Measured schedules as arrays; ``group`` ties the schedules of one workload on one
@@ -269,6 +282,41 @@ def load_kernel_table(root: str | os.PathLike[str] | DatasetFolder | None = None
         raise DatasetError(f"no kernel dataset in {folder.root} (looked in {folder.kernels}); "
                            "collect one with `gnnperf collect-kernels`")
     return _build(folder, progress)
+
+
+def tuned_candidates(root: str | os.PathLike[str] | DatasetFolder | None = None
+                     ) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """Per (workload id, hardware id), the sampled schedules the kernel dataset measured,
+    as a ``tuned`` kernel's :attr:`~gnnperf.features.KernelNode.candidates`: what a tuned
+    record's kernels were picked from (the analyses as the table reads them)."""
+    from dataclasses import asdict
+
+    folder = DatasetFolder.resolve(root)
+    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    if not folder.kernels.is_dir():
+        return out
+    workloads: dict[str, Any] = {}
+    parsed: dict[str, Any] = {}
+    for o in iter_lines(folder.kernels, kinds=("kernel_workload", "kernel_record")):
+        if o["kind"] == "kernel_workload":
+            workloads[o["workload_id"]] = o["ms_workload"]
+            continue
+        if o["schedule"] == "unscheduled":
+            continue
+        statics = _stored_statics(o)
+        if statics is None:  # records from before the collector stored its analyses
+            from tvm.s_tir.meta_schedule.database import Workload
+
+            wid = o["workload_id"]
+            if wid not in workloads:
+                continue
+            if wid not in parsed:
+                parsed[wid] = Workload.from_json(workloads[wid])
+            statics = _replayed_statics(o, parsed[wid])
+        features = {k: v for k, v in asdict(statics).items() if k != "struct_hash"}
+        out.setdefault((o["workload_id"], o["hw_id"]), []).append(
+            {"features": features, "trace": _ms_record(o)[0]})
+    return out
 
 
 def workloads_of_models(root: str | os.PathLike[str] | DatasetFolder | None = None

@@ -4,6 +4,11 @@ to an embedding, read by two heads.
 - the **time head** predicts the schedule's log time;
 - the **tuned head** reads the *unscheduled* kernel's row and predicts the best log time
   over its schedules: the `tuned` build, whose schedules are not known before tuning.
+- **tuned from candidates**: where the S schedules a `tuned` build picks from are known
+  (drawn, not measured: MetaSchedule's design space, seeds 0..S-1), the best of their
+  predicted times plus ``tuned_offset`` (fitted on validation workloads: the minimum of
+  S noisy predictions is biased low) replaces the tuned head. On unseen workloads this
+  is what predicts a tuned kernel best (``benchmarks/kernel_model.py``).
 
 The embedding is what the GNN receives on every node, beside the predicted time.
 """
@@ -38,6 +43,7 @@ class KernelCostModel(nn.Module):
         self.cfg = cfg
         self.register_buffer("mean", mean if mean is not None else torch.zeros(cfg.in_dim))
         self.register_buffer("std", std if std is not None else torch.ones(cfg.in_dim))
+        self.register_buffer("tuned_offset", torch.zeros(()))
         dims = [cfg.in_dim] + [cfg.hidden] * (cfg.layers - 1)
         blocks: list[nn.Module] = []
         for a, b in zip(dims, dims[1:], strict=False):
@@ -57,3 +63,25 @@ class KernelCostModel(nn.Module):
     def tuned(self, x_unscheduled: Tensor) -> Tensor:
         """Predicted log ms of the best schedule of each (unscheduled) row's workload."""
         return self.tuned_head(self.embed(x_unscheduled)).squeeze(-1)
+
+    def best_candidate(self, x_candidates: Tensor, owner: Tensor, n: int
+                       ) -> tuple[Tensor, Tensor]:
+        """Per owner (``n`` of them), the best predicted log ms over its candidate rows plus
+        ``tuned_offset``, and whether it has any candidate."""
+        pred = self(x_candidates)
+        best = pred.new_zeros(n).scatter_reduce(0, owner, pred, "amin", include_self=False)
+        count = torch.zeros(n, dtype=torch.long, device=owner.device).index_add_(
+            0, owner, torch.ones_like(owner))
+        return best + self.tuned_offset, count > 0
+
+    def node_log_ms(self, emb: Tensor, tuned: Tensor, x_candidates: Tensor | None = None,
+                    owner: Tensor | None = None) -> Tensor:
+        """Per kernel (``emb``: its row's embedding), the predicted log ms of the schedule
+        it runs; for ``tuned`` kernels the best of their candidates where they have some
+        (rows of ``x_candidates``, ``owner`` naming each one's kernel), else the tuned head."""
+        time = self.time_head(emb).squeeze(-1)
+        tuned_time = self.tuned_head(emb).squeeze(-1)
+        if x_candidates is not None and owner is not None and len(x_candidates):
+            best, has = self.best_candidate(x_candidates, owner, len(emb))
+            tuned_time = torch.where(has, best, tuned_time)
+        return torch.where(tuned, tuned_time, time)

@@ -1,0 +1,54 @@
+"""A ``tuned`` kernel's candidate schedules, drawn without measuring them.
+
+The ``tuned`` build runs each kernel with the fastest of the S schedules that seeds
+``0..S-1`` draw from MetaSchedule's design space (:mod:`gnnperf.builds`). Which of them
+is fastest takes measuring; what they are does not. A prediction for a model nobody
+tuned draws them here and describes each as a kernel record stores it (analyses and
+trace), so the kernel cost model can predict the best one instead of guessing a tuned
+time from the unscheduled kernel alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, replace
+from typing import Any
+
+from ..builds import TUNED_SCHEDULES, cached_sampled_schedule, kernel_hash
+from ..lowering import LoweredModel
+from .analyses import kernel_statics
+from .extract import extract_graph
+from .graph import KernelGraph
+
+
+def kernel_candidates(func: Any, target: Any, schedules: int = TUNED_SCHEDULES
+                      ) -> list[dict[str, Any]]:
+    """The distinct schedules seeds ``0..schedules-1`` draw for ``func`` (an unscheduled
+    kernel), as :attr:`~gnnperf.features.KernelNode.candidates`; seeds whose draw fails
+    are skipped, as the kernel collector skips them."""
+    out: list[dict[str, Any]] = []
+    seen: set[int] = set()
+    for seed in range(schedules):
+        try:
+            drawn = cached_sampled_schedule(func, target, seed)
+        except Exception:  # TVM raises its own error types from C++; the collector skips too
+            continue
+        if drawn is None or kernel_hash(drawn.func) in seen:
+            continue
+        seen.add(kernel_hash(drawn.func))
+        statics = asdict(kernel_statics(drawn.func, target))
+        statics.pop("struct_hash")
+        out.append({"features": statics, "trace": drawn.trace})
+    return out
+
+
+def graph_for_prediction(lowered: LoweredModel, schedules: int = TUNED_SCHEDULES
+                         ) -> KernelGraph:
+    """:func:`extract_graph`, and for a ``tuned`` build each kernel's candidates."""
+    graph = extract_graph(lowered)
+    if lowered.build.kind != "tuned":
+        return graph
+    nodes = [replace(n, candidates=kernel_candidates(lowered.unscheduled[n.name],
+                                                     lowered.target, schedules))
+             if n.kind == "tir" and n.name in lowered.unscheduled else n
+             for n in graph.nodes]
+    return replace(graph, nodes=nodes)
