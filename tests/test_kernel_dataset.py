@@ -190,6 +190,7 @@ def test_a_tuned_kernel_carries_the_candidates_the_collector_measured(
     ds = LatencyDataset(kernel_root)
     (tuned,) = [ds[i] for i in range(len(ds)) if ds[i].build == "tuned"]
     n_stored = sum(len(measured.get((n.struct_hash, tuned.hw_id), [])) for n in drawn.nodes)
+    assert n_stored > 0
     assert tuned.x_candidates.shape == (n_stored, tuned.x_kernel.shape[1])
     assert bool(tuned.kernel_model_mask[tuned.candidates_node_index].all())
     # batched after another graph, each candidate still names its own kernel
