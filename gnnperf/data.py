@@ -182,15 +182,6 @@ def record_hardware(record: dict[str, Any]) -> HardwareSpec:
     return hw
 
 
-def with_candidates(graph: KernelGraph, candidates: dict[tuple[str, str], list[dict[str, Any]]],
-                    hw_id: str) -> KernelGraph:
-    """A ``tuned`` graph whose kernels carry the schedules the kernel dataset measured for
-    their workload on ``hw_id`` (the ones the tuned build picked from)."""
-    nodes = [replace(n, candidates=candidates.get((n.struct_hash, hw_id), []))
-             if n.kind == "tir" else n for n in graph.nodes]
-    return replace(graph, nodes=nodes)
-
-
 def record_to_data(record: dict[str, Any], graph: KernelGraph) -> Data:
     data = graph_to_data(graph, record_hardware(record), record["build"])
     n = data.num_nodes
@@ -292,7 +283,11 @@ class LatencyDataset(InMemoryDataset):
             if self.graph_kind == "kernel" and BuildConfig.parse(rec["build"]).kind == "tuned":
                 if candidates is None:
                     candidates = tuned_candidates(self.folder)
-                graph = with_candidates(graph, candidates, rec["hw_id"])
+                # each kernel reads the schedules the kernel dataset measured for its
+                # workload on this record's hardware (the ones its tuned build picked from)
+                graph = graph.with_candidates(
+                    lambda n, found=candidates, hw_id=rec["hw_id"]:
+                    found.get((n.struct_hash, hw_id), []))
             data = record_to_data(rec, graph)
             if self.graph_kind != "kernel":
                 data.kernel_mask = torch.zeros_like(data.kernel_mask)

@@ -129,8 +129,6 @@ def test_the_table_is_cached_per_shard_until_a_shard_changes(kernel_root: Path, 
 
 def test_stored_analyses_are_used_only_while_replaying_a_sample_agrees(
         kernel_root: Path, table: KernelTable, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tqdm import tqdm
-
     from gnnperf.kernel_model import dataset as kernel_table_module
 
     workloads = {o["workload_id"]: o["ms_workload"]
@@ -141,13 +139,13 @@ def test_stored_analyses_are_used_only_while_replaying_a_sample_agrees(
     real = kernel_table_module._replayed_statics
     monkeypatch.setattr(kernel_table_module, "_replayed_statics",
                         lambda rec, w: replayed.append(rec["key"]) or real(rec, w))
-    rows = kernel_table_module._shard_rows(records, workloads, {}, tqdm(disable=True))
+    rows = kernel_table_module._shard_rows(records, workloads, {})
     assert np.allclose(rows["x"], table.x)
     assert len(replayed) == len(records[::kernel_table_module.VERIFY_EVERY])
     # an analysis that no longer agrees with today's code: every program is replayed
     records[0]["features"]["flops"] *= 2
     replayed.clear()
-    rows = kernel_table_module._shard_rows(records, workloads, {}, tqdm(disable=True))
+    rows = kernel_table_module._shard_rows(records, workloads, {})
     assert np.allclose(rows["x"], table.x)
     assert len(replayed) == len(records) + len(records[::kernel_table_module.VERIFY_EVERY])
 

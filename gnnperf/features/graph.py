@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -96,6 +96,12 @@ class KernelGraph:
             "build": self.build,
             "target": self.target,
         }
+
+    def with_candidates(self, candidates: Callable[[KernelNode], list[dict[str, Any]]]
+                        ) -> KernelGraph:
+        """A copy whose TIR kernels carry ``candidates(node)`` (a ``tuned`` build's)."""
+        return replace(self, nodes=[replace(n, candidates=candidates(n)) if n.kind == "tir"
+                                    else n for n in self.nodes])
 
     # -- serialisation ----------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

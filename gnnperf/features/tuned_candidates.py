@@ -10,7 +10,7 @@ time from the unscheduled kernel alone.
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from typing import Any
 
 from ..builds import TUNED_SCHEDULES, cached_sampled_schedule, kernel_hash
@@ -32,9 +32,9 @@ def kernel_candidates(func: Any, target: Any, schedules: int = TUNED_SCHEDULES
             drawn = cached_sampled_schedule(func, target, seed)
         except Exception:  # TVM raises its own error types from C++; the collector skips too
             continue
-        if drawn is None or kernel_hash(drawn.func) in seen:
+        if drawn is None or (program := kernel_hash(drawn.func)) in seen:
             continue
-        seen.add(kernel_hash(drawn.func))
+        seen.add(program)
         statics = asdict(kernel_statics(drawn.func, target))
         statics.pop("struct_hash")
         out.append({"features": statics, "trace": drawn.trace})
@@ -47,8 +47,6 @@ def graph_for_prediction(lowered: LoweredModel, schedules: int = TUNED_SCHEDULES
     graph = extract_graph(lowered)
     if lowered.build.kind != "tuned":
         return graph
-    nodes = [replace(n, candidates=kernel_candidates(lowered.unscheduled[n.name],
-                                                     lowered.target, schedules))
-             if n.kind == "tir" and n.name in lowered.unscheduled else n
-             for n in graph.nodes]
-    return replace(graph, nodes=nodes)
+    return graph.with_candidates(
+        lambda n: kernel_candidates(lowered.unscheduled[n.name], lowered.target, schedules)
+        if n.name in lowered.unscheduled else [])

@@ -193,31 +193,34 @@ def _code_fingerprint() -> str:
 _ARRAYS = ("x", "log_ms", "workload", "hw_id", "unscheduled")
 
 
-def _shard_rows(records: list[dict[str, Any]], workloads: dict[str, Any],
-                parsed: dict[str, Any], bar: Any) -> dict[str, np.ndarray]:
-    """The table's arrays for the records of one shard (those whose workload is known)."""
+def _records_statics(records: list[dict[str, Any]], workloads: dict[str, Any],
+                     parsed: dict[str, Any]) -> list[KernelStatics]:
+    """The analyses of each record of one shard (every one's workload known): the ones the
+    collector stored when a sample of them, replayed with the code of today, comes out the
+    same (the first and every VERIFY_EVERY-th record), else replayed (~8 ms each)."""
     from tvm.s_tir.meta_schedule.database import Workload
 
-    def workload(wid: str) -> Any:
+    def replayed(rec: dict[str, Any]) -> KernelStatics:
+        wid = rec["workload_id"]
         if wid not in parsed:
             parsed[wid] = Workload.from_json(workloads[wid])
-        return parsed[wid]
+        return _replayed_statics(rec, parsed[wid])
 
-    kept = [rec for rec in records if rec["workload_id"] in workloads]  # else its workload
-    # line was lost with a killed writer
-    stored = [_stored_statics(rec) for rec in kept]
-    # the analyses stored at collection are used when a sample of them, replayed with the
-    # code of today, comes out the same (the first and every VERIFY_EVERY-th record)
+    stored = [_stored_statics(rec) for rec in records]
     checked = [i for i, st in enumerate(stored) if st is not None][::VERIFY_EVERY]
-    trusted = all(_same_statics(_replayed_statics(kept[i], workload(kept[i]["workload_id"])),
-                                stored[i]) for i in checked)  # type: ignore[arg-type]
-    rows: list[list[float]] = []
-    for rec, st in zip(kept, stored, strict=True):
-        bar.update(1)
-        if st is None or not trusted:
-            st = _replayed_statics(rec, workload(rec["workload_id"]))
-        rows.append(_row(rec, st))
-    bar.update(len(records) - len(kept))
+    trusted = all(_same_statics(replayed(records[i]), stored[i])  # type: ignore[arg-type]
+                  for i in checked)
+    return [st if st is not None and trusted else replayed(rec)
+            for rec, st in zip(records, stored, strict=True)]
+
+
+def _shard_rows(records: list[dict[str, Any]], workloads: dict[str, Any],
+                parsed: dict[str, Any]) -> dict[str, np.ndarray]:
+    """The table's arrays for the records of one shard (those whose workload is known: a
+    record's workload line may have been lost with a killed writer)."""
+    kept = [rec for rec in records if rec["workload_id"] in workloads]
+    rows = [_row(rec, st) for rec, st in zip(
+        kept, _records_statics(kept, workloads, parsed), strict=True)]
     return {
         "x": np.asarray(rows, dtype=np.float32).reshape(len(rows), len(kernel_feature_names())),
         "log_ms": np.log(np.asarray([r["latency"]["median_ms"] for r in kept],
@@ -228,11 +231,8 @@ def _shard_rows(records: list[dict[str, Any]], workloads: dict[str, Any],
     }
 
 
-def _build(folder: DatasetFolder, progress: bool) -> KernelTable:
-    """Rows shard by shard, each shard's rows cached under ``processed/kernel_rows/`` by its
-    contents and the feature code: a grown dataset only computes its new shards' rows."""
-    from tqdm import tqdm
-
+def _read_shards(folder: DatasetFolder) -> tuple[dict[str, Any], dict[Path, list[dict[str, Any]]]]:
+    """(MetaSchedule workload JSON by workload id, each kernel shard's records)."""
     workloads: dict[str, Any] = {}
     by_shard: dict[Path, list[dict[str, Any]]] = {}
     for path in shard_paths(folder.kernels):
@@ -242,6 +242,15 @@ def _build(folder: DatasetFolder, progress: bool) -> KernelTable:
                 workloads[o["workload_id"]] = o["ms_workload"]
             elif o.get("kind") == "kernel_record":
                 by_shard[path].append(o)
+    return workloads, by_shard
+
+
+def _build(folder: DatasetFolder, progress: bool) -> KernelTable:
+    """Rows shard by shard, each shard's rows cached under ``processed/kernel_rows/`` by its
+    contents and the feature code: a grown dataset only computes its new shards' rows."""
+    from tqdm import tqdm
+
+    workloads, by_shard = _read_shards(folder)
     cache_dir = folder.processed / "kernel_rows" / _code_fingerprint()
     cached: dict[Path, Path] = {
         path: cache_dir / f"{path.name}-{hashlib.sha256(path.read_bytes()).hexdigest()[:16]}.npz"
@@ -256,7 +265,8 @@ def _build(folder: DatasetFolder, progress: bool) -> KernelTable:
                 with np.load(cached[path], allow_pickle=False) as z:
                     parts.append({k: z[k] for k in _ARRAYS})
                 continue
-            part = _shard_rows(recs, workloads, parsed, bar)
+            part = _shard_rows(recs, workloads, parsed)
+            bar.update(len(recs))
             parts.append(part)
             if len(part["log_ms"]) == len(recs):  # every workload known: final for this shard
                 for stale in cache_dir.glob(f"{path.name}-*.npz"):
@@ -295,27 +305,16 @@ def tuned_candidates(root: str | os.PathLike[str] | DatasetFolder | None = None
     out: dict[tuple[str, str], list[dict[str, Any]]] = {}
     if not folder.kernels.is_dir():
         return out
-    workloads: dict[str, Any] = {}
+    workloads, by_shard = _read_shards(folder)
     parsed: dict[str, Any] = {}
-    for o in iter_lines(folder.kernels, kinds=("kernel_workload", "kernel_record")):
-        if o["kind"] == "kernel_workload":
-            workloads[o["workload_id"]] = o["ms_workload"]
-            continue
-        if o["schedule"] == "unscheduled":
-            continue
-        statics = _stored_statics(o)
-        if statics is None:  # records from before the collector stored its analyses
-            from tvm.s_tir.meta_schedule.database import Workload
-
-            wid = o["workload_id"]
-            if wid not in workloads:
-                continue
-            if wid not in parsed:
-                parsed[wid] = Workload.from_json(workloads[wid])
-            statics = _replayed_statics(o, parsed[wid])
-        features = {k: v for k, v in asdict(statics).items() if k != "struct_hash"}
-        out.setdefault((o["workload_id"], o["hw_id"]), []).append(
-            {"features": features, "trace": _ms_record(o)[0]})
+    for records in by_shard.values():
+        sampled = [r for r in records
+                   if r["schedule"] != "unscheduled" and r["workload_id"] in workloads]
+        for rec, statics in zip(sampled, _records_statics(sampled, workloads, parsed),
+                                strict=True):
+            features = {k: v for k, v in asdict(statics).items() if k != "struct_hash"}
+            out.setdefault((rec["workload_id"], rec["hw_id"]), []).append(
+                {"features": features, "trace": _ms_record(rec)[0]})
     return out
 
 
