@@ -38,6 +38,7 @@ from .hardware import HardwareSpec, host_of
 from .kernel_model.dataset import candidate_rows, kernel_input_vector, tuned_candidates
 from .measure.reference import aa_floor
 from .shards import SCHEMA_VERSION, is_probed, is_v2, iter_lines, latest_records, shard_paths
+from .standardize import column_mean_std, standardize
 
 #: Bump when the fields of the encoded ``Data`` items change (invalidates processed caches).
 _DATA_LAYOUT = 7
@@ -448,14 +449,6 @@ def _pick_groups(groups: Sequence[str], idx: np.ndarray, frac: float,
 # -- normalisation --------------------------------------------------------------------------
 
 
-def _mean_std(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Column mean and std in float64; (near-)constant columns get std 1 so they map to 0."""
-    mean = x.mean(0)
-    std = x.std(0) if x.shape[0] > 1 else torch.zeros_like(mean)
-    std = torch.where(std < 1e-6 * (1 + mean.abs()), torch.ones_like(std), std)
-    return mean.float(), std.float()
-
-
 class FeatureScaler:
     """Per-feature mean/std of node and edge features, fitted on training graphs only.
 
@@ -475,21 +468,16 @@ class FeatureScaler:
         for g in graphs:
             xs.append(g.x)
             es.append(g.edge_attr)
-        x = torch.cat(xs).double()
-        e = torch.cat(es).double() if es else torch.zeros((1, 1), dtype=torch.float64)
-        return cls(*_mean_std(x), *_mean_std(e))
-
-    #: Scaled features are clipped here: a column that is almost constant in training can
-    #: map an unusual kernel thousands of deviations away.
-    CLIP = 10.0
+        x = torch.cat(xs)
+        e = torch.cat(es) if es else torch.zeros((1, 1))
+        return cls(*column_mean_std(x), *column_mean_std(e))
 
     def __call__(self, data: Data) -> Data:
         data = data.clone()
         x = data.x if self.columns is None else data.x[:, self.columns]
-        data.x = ((x - self.x_mean) / self.x_std).clamp(-self.CLIP, self.CLIP)
+        data.x = standardize(x, self.x_mean, self.x_std)
         if data.edge_attr is not None and data.edge_attr.numel():
-            data.edge_attr = ((data.edge_attr - self.e_mean) / self.e_std).clamp(
-                -self.CLIP, self.CLIP)
+            data.edge_attr = standardize(data.edge_attr, self.e_mean, self.e_std)
         return data
 
     def state_dict(self) -> dict[str, list[float]]:

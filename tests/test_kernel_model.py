@@ -267,6 +267,38 @@ def test_the_checkpoint_round_trips(table: KernelTable, tmp_path: Path) -> None:
         load_kernel_model(tmp_path / "other.pt")
 
 
+def test_a_column_constant_in_training_cannot_saturate_a_prediction(tmp_path: Path) -> None:
+    """A kernel with a feature no training row had (an operator class the kernel dataset
+    never measured) is scaled like any other input, not millions of deviations away."""
+    table = _synthetic_table(n_groups=12, per_group=4)
+    table.x[:, 3] = 0.0  # the "noise" column is constant in training
+    cfg = KernelTrainConfig(hidden=16, embed_dim=8, layers=2, epochs=2, patience=2,
+                            val_frac=0.25, test_frac=0.25)
+    result = train_kernel_model(table, cfg, progress=False)
+    model = result.model.eval()
+    assert float(model.std[3]) == 1.0
+    x = torch.from_numpy(table.x[:4].copy())
+    unusual = x.clone()
+    unusual[:, 3] = 1.0
+    with torch.no_grad():
+        shift = (model(unusual) - model(x)).abs().max()
+        assert shift < 3.0  # log ms: under a factor of 20
+        # inputs are clipped, and a checkpoint written before clipping loads without it
+        far, edge = x.clone(), x.clone()  # 30 and 10 deviations above the mean
+        far[:, 0] = model.mean[0] + 30 * model.std[0]
+        edge[:, 0] = model.mean[0] + 10 * model.std[0]
+        assert torch.allclose(model.embed(far), model.embed(edge), atol=1e-5)
+    path = save_kernel_model(result, cfg, table, tmp_path / "k.pt")
+    payload = torch.load(path, weights_only=False)
+    payload["format"] = 2
+    payload["model_config"].pop("clip_inputs")
+    torch.save(payload, tmp_path / "old.pt")
+    old, _ = load_kernel_model(tmp_path / "old.pt")
+    assert load_kernel_model(path)[0].cfg.clip_inputs and not old.cfg.clip_inputs
+    with torch.no_grad():
+        assert not torch.allclose(old.embed(far), old.embed(edge), atol=1e-3)
+
+
 def test_the_cli_trains_and_reports(kernel_root: Path, tmp_path: Path,
                                     capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "k.pt"

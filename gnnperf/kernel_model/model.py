@@ -21,6 +21,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from ..standardize import standardize
+
 
 @dataclass
 class KernelModelConfig:
@@ -29,6 +31,9 @@ class KernelModelConfig:
     embed_dim: int = 64
     layers: int = 3
     dropout: float = 0.1
+    #: standardised inputs clipped to ±CLIP (checkpoints before format 3 were not; their
+    #: constant training columns have deviation 1e-6, see :mod:`gnnperf.standardize`)
+    clip_inputs: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -54,7 +59,9 @@ class KernelCostModel(nn.Module):
         self.tuned_head = nn.Sequential(nn.GELU(), nn.Linear(cfg.embed_dim, 1))
 
     def embed(self, x: Tensor) -> Tensor:
-        return self.encoder((x - self.mean) / self.std)
+        z = standardize(x, self.mean, self.std) if self.cfg.clip_inputs \
+            else (x - self.mean) / self.std
+        return self.encoder(z)
 
     def forward(self, x: Tensor) -> Tensor:
         """Predicted natural-log milliseconds of each row's schedule."""

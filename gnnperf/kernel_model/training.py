@@ -27,10 +27,13 @@ from ..errors import CheckpointError, TrainingConfigError
 from ..hardware import host_of
 from ..metrics import metrics
 from ..seeding import seed_everything
+from ..standardize import column_mean_std
 from .dataset import KernelTable, group_split
 from .model import KernelCostModel, KernelModelConfig
 
-CHECKPOINT_FORMAT = 2  # 2: the tuned offset of the best candidate
+CHECKPOINT_FORMAT = 3  # 2: the tuned offset of the best candidate; 3: clipped inputs
+#: formats this gnnperf reads (a format-2 model keeps its unclipped inputs)
+READABLE_FORMATS = (2, 3)
 #: schedules whose times differ by less than this (log ratio, ~5%) are not ranked
 RANK_MARGIN = 0.05
 
@@ -213,8 +216,7 @@ def train_kernel_model(table: KernelTable, cfg: KernelTrainConfig | None = None,
         raise TrainingConfigError("too few workloads to split into training and validation")
     keep = _columns_kept(table.feature_names, cfg.drop_prefixes)
     x_train = table.x[train] * keep
-    mean = torch.from_numpy(x_train.mean(axis=0))
-    std = torch.from_numpy(np.maximum(x_train.std(axis=0), 1e-6))
+    mean, std = column_mean_std(torch.from_numpy(x_train))
     model = KernelCostModel(KernelModelConfig(table.x.shape[1], cfg.hidden, cfg.embed_dim,
                                               cfg.layers, cfg.dropout), mean, std)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -299,10 +301,11 @@ def load_kernel_model(path: str | os.PathLike[str]) -> tuple[KernelCostModel, di
         raise CheckpointError(f"kernel model {path} cannot be read: {exc}") from None
     if not isinstance(payload, dict) or payload.get("kind") != "gnnperf-kernel-model":
         raise CheckpointError(f"{path} is not a gnnperf kernel model")
-    if payload.get("format") != CHECKPOINT_FORMAT:
+    if payload.get("format") not in READABLE_FORMATS:
         raise CheckpointError(f"kernel model {path} has format {payload.get('format')}, "
-                              f"this gnnperf reads {CHECKPOINT_FORMAT}")
-    model = KernelCostModel(KernelModelConfig(**payload["model_config"]))
+                              f"this gnnperf reads {' or '.join(map(str, READABLE_FORMATS))}")
+    config = {"clip_inputs": False, **payload["model_config"]}  # format 2 did not clip
+    model = KernelCostModel(KernelModelConfig(**config))
     model.load_state_dict(payload["state_dict"])
     model.eval()
     return model, payload
