@@ -1,7 +1,8 @@
 """How far two measurements of the same records agree, per CPU: the noise floor in detail.
 
 Reads the re-measurements under ``ROOT/noise`` (``gnnperf dataset remeasure``) and their
-first measurements, and prints per CPU the pairs' gap in time, MAPE, median |error|,
+first measurements, and prints per CPU (its signature id: two CPUs with one model name
+are told apart) the pairs' gap in time, MAPE, median |error|,
 share within 5% and 10%, mean signed error, MAPE per build/threads and per latency
 decade, the MAPE of pairs whose two measurements both had a CV under 5%, and how well
 the speed probe's ratio explains the pair's ratio. Only pairs taken under the speed probe
@@ -18,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from gnnperf.cpu_identity import signature_of_hw
 from gnnperf.data import default_root, noise_pairs
 from gnnperf.shards import is_probed
 
@@ -60,8 +62,9 @@ def main() -> None:
     args = ap.parse_args()
     pairs = [(r, o) for r, o in noise_pairs(args.root or default_root())
              if is_probed(r) and is_probed(o)]
-    for cpu in sorted({r["hw"]["cpu_model"] for r, _ in pairs}):
-        report(cpu, [(r, o) for r, o in pairs if r["hw"]["cpu_model"] == cpu])
+    cpus = [signature_of_hw(r["hw"]).id for r, _ in pairs]
+    for cpu in sorted(set(cpus)):
+        report(cpu, [pair for pair, c in zip(pairs, cpus, strict=True) if c == cpu])
 
 
 if __name__ == "__main__":
