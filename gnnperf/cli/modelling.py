@@ -216,8 +216,9 @@ def cmd_train_kernels(args: argparse.Namespace) -> int:
     )
 
     cfg = KernelTrainConfig(epochs=args.epochs, patience=args.patience, seed=args.seed,
-                            rank_weight=args.rank_weight,
                             drop_prefixes=tuple(args.drop_features or ()))
+    if args.rank_weight is not None:
+        cfg.rank_weight = args.rank_weight
     table = load_kernel_table(args.root)
     result = train_kernel_model(table, cfg)
     path = save_kernel_model(result, cfg, table, args.out)
@@ -250,8 +251,9 @@ def register_train_kernels(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--epochs", type=int, default=300)
     p.add_argument("--patience", type=int, default=30)
     p.add_argument("--seed", type=int, default=0, help="model seed and workload split")
-    p.add_argument("--rank-weight", type=float, default=1.0,
-                   help="weight of the within-workload ranking loss (0: pointwise only)")
+    p.add_argument("--rank-weight", type=float, default=None,
+                   help="weight of the within-workload ranking loss (0: pointwise only; "
+                   "default: KernelTrainConfig's)")
     p.add_argument("--drop-features", nargs="*", metavar="PREFIX",
                    help="zero the feature columns starting with these (ablations: sched_)")
     p.add_argument("--json", action="store_true", help="print every figure as JSON")
