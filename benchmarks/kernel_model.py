@@ -10,6 +10,8 @@ Methods:
 - ``kernel-model``: :mod:`gnnperf.kernel_model` as shipped (time + ranking + tuned losses);
 - ``no-schedule-features``: the same without the trace's decisions (``sched_*`` zeroed);
 - ``no-rank-loss``: the same with the pointwise loss only;
+- ``rank-weight-1``: the same with the ranking loss at weight 1 (the default before
+  2026-11-25, which validation replaced by 0.25);
 - ``xgb-metaschedule``: XGBoost on MetaSchedule's PerStoreFeature only, regressing log
   time: TVM's cost model's inputs and learner;
 - ``xgb-all-features``: XGBoost on every column the kernel model reads.
@@ -113,6 +115,7 @@ def main() -> None:
         "kernel-model": lambda s: _mlp(table, s, on),
         "no-schedule-features": lambda s: _mlp(table, s, on, drop_prefixes=("sched_",)),
         "no-rank-loss": lambda s: _mlp(table, s, on, rank_weight=0.0),
+        "rank-weight-1": lambda s: _mlp(table, s, on, rank_weight=1.0),
         "xgb-metaschedule": lambda s: _xgb(table, s, np.char.startswith(names, "ms_"), on),
         "xgb-all-features": lambda s: _xgb(table, s, np.ones(len(names), dtype=bool), on),
     }
