@@ -30,9 +30,10 @@ class TrainConfig:
     device: str = "cpu"
     val_frac: float = 0.1
     test_frac: float = 0.15
-    #: cap on training alone; reading a fresh dataset (~2.5 min here) comes on top, and
-    #: `python train.py` must end within 20 minutes on the 2-core machines
-    max_minutes: float = 17.0
+    #: cap on training alone; reading a fresh dataset (~3 min at 3,723 records) and the
+    #: final scoring come on top, and `python train.py` must end within 20 minutes on the
+    #: 2-core machines (17 gave 20.1 min on 2026-11-25)
+    max_minutes: float = 16.0
     ensemble: int = 3
     ema: float = 0.99  # decay of the weight average that is validated and kept (0: off)
     loss: str = "mse"  # or "huber", on log-latencies
