@@ -31,7 +31,7 @@ from tqdm import tqdm
 
 from .atomic import atomic_path, write_text
 from .build_config import BuildConfig
-from .data import FeatureScaler, LatencyDataset, feature_names, split_indices
+from .data import FeatureScaler, LatencyDataset, calibration_mask, feature_names, split_indices
 from .errors import CheckpointError, GnnperfError, one_line
 from .hardware import FEATURE_NAMES as HW_FEATURE_NAMES
 from .hardware import ISA_LEVELS, host_of
@@ -311,8 +311,10 @@ def train_model(dataset: LatencyDataset | Sequence[Data], cfg: TrainConfig,
         history += [{**h, "member": k} for h in hist]
     model = EnsembleGNN(mcfg, nets)
     val = predict_loader(model, val_loader, cfg.device)
-    # widen/narrow sigma so that the nominal coverage holds on validation
-    z = np.abs(val.y - val.mu) / np.maximum(val.sigma, 1e-6)
+    # widen/narrow sigma so that the nominal coverage holds on the validation records of
+    # the kind tested on (v2 labels)
+    calib = calibration_mask(val_set, cfg.legacy_in_test)
+    z = np.abs(val.y - val.mu)[calib] / np.maximum(val.sigma[calib], 1e-6)
     sigma_scale = float(np.quantile(z, INTERVAL_COVERAGE) / INTERVAL_Z) if len(z) else 1.0
     predict_start = time.perf_counter()
     test = predict_loader(model, test_loader, cfg.device)

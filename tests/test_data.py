@@ -15,6 +15,7 @@ from torch_geometric.data import Data, InMemoryDataset
 from gnnperf.data import (
     FeatureScaler,
     LatencyDataset,
+    calibration_mask,
     dataset_stats,
     feature_names,
     split_group,
@@ -145,6 +146,19 @@ def test_pre_v2_records_are_never_tested_on_and_never_leak(kind: str, holdout: s
         split_indices(rows, "leave-hw-out", holdout="old")
     _, _, test = split_indices(rows, "leave-hw-out", holdout="old", legacy_in_test=True)
     assert {rows[i].hw_id for i in test} == {"old"}
+
+
+def test_intervals_are_calibrated_on_the_validation_records_of_the_tested_kind() -> None:
+    rows = _mixed_rows()
+    _, val, _ = split_indices(rows, "random", seed=0, val_frac=0.2, test_frac=0.2)
+    val_rows = [rows[i] for i in val]
+    mask = calibration_mask(val_rows)
+    assert mask.any() and not mask.all()
+    assert all(bool(d.v2) == bool(m) for d, m in zip(val_rows, mask, strict=True))
+    assert calibration_mask(val_rows, legacy_in_test=True).all()
+    # a dataset without v2 labels calibrates on what it has rather than on nothing
+    legacy = [Data(v2=False) for _ in range(3)]
+    assert calibration_mask(legacy).all()
 
 
 class _RowsDataset(InMemoryDataset):

@@ -24,7 +24,7 @@ import torch
 from torch_geometric.data import Data
 
 from ..baselines import KernelModelSum, LearnedKernelModel, Roofline, measured_kernel_sum
-from ..data import LatencyDataset, feature_names, split_indices
+from ..data import LatencyDataset, calibration_mask, feature_names, split_indices
 from ..errors import GnnperfError
 from ..hardware import host_of
 from ..kernel_model import (
@@ -167,8 +167,10 @@ def _gnn(graphs: list[Data], indices: tuple[list[int], list[int], list[int]], ru
 
 
 def _additive(val_pred: np.ndarray, val_true: np.ndarray, pred: np.ndarray,
-              training: dict[str, Any] | None = None) -> MethodResult:
-    low, high = conformal_interval(val_pred, val_true, pred)
+              calib: np.ndarray, training: dict[str, Any] | None = None) -> MethodResult:
+    """An additive method's test predictions with a conformal interval sized on the
+    validation records ``calib`` selects (:func:`gnnperf.data.calibration_mask`)."""
+    low, high = conformal_interval(val_pred[calib], val_true[calib], pred)
     return MethodResult(pred, low, high, training or {})
 
 
@@ -194,6 +196,7 @@ def run_split(ds: LatencyDataset, ds_onnx: LatencyDataset, run: SplitRun, cfg: B
     val = [graphs[i] for i in val_idx]
     test = [graphs[i] for i in test_idx]
     val_true = np.array([math.exp(float(g.y)) for g in val])
+    calib = calibration_mask(val)
     methods: dict[str, MethodResult] = {}
     with tempfile.TemporaryDirectory(prefix="gnnperf-bench-") as tmp:
         kernel_path, why = _split_kernel_model(
@@ -207,19 +210,21 @@ def run_split(ds: LatencyDataset, ds_onnx: LatencyDataset, run: SplitRun, cfg: B
         if kernel_path is not None:
             summed = KernelModelSum(load_kernel_model(kernel_path)[0]).fit(train)
             methods["kernel_model_sum"] = _additive(summed.predict(val), val_true,
-                                                    summed.predict(test))
+                                                    summed.predict(test), calib)
     methods["measured_kernel_sum"] = _additive(measured_kernel_sum(val), val_true,
-                                               measured_kernel_sum(test))
+                                               measured_kernel_sum(test), calib)
     rule = cfg.rule
     trees = LearnedKernelModel(seed=run.seed, max_rounds=rule.max_trees,
                                patience=rule.patience_trees).fit(train, val)
     rounds = {"rounds_kept": trees.rounds}
     methods["learned_kernel_sum"] = _additive(trees.predict_sum(val), val_true,
-                                              trees.predict_sum(test), rounds)
+                                              trees.predict_sum(test), calib, rounds)
     methods["critical_path"] = _additive(trees.predict_critical_path(val), val_true,
-                                         trees.predict_critical_path(test), rounds)
+                                         trees.predict_critical_path(test), calib,
+                                         rounds)
     roof = Roofline().fit(train)
-    methods["roofline"] = _additive(roof.predict(val), val_true, roof.predict(test))
+    methods["roofline"] = _additive(roof.predict(val), val_true, roof.predict(test),
+                                   calib)
     test_info = {
         "key": [str(g.key) for g in test],
         "true_ms": [math.exp(float(g.y)) for g in test],
