@@ -51,6 +51,9 @@ class TrainConfig:
     #: checkpoints/kernel_model.pt when it exists) or "none". The no-hardware ablation
     #: reads none, since the kernel model sees the hardware.
     kernel_model: str = "auto"
+    #: the per-kernel head corrects the kernel model's time rather than predicting its own
+    #: (:class:`gnnperf.model.ModelConfig`); no effect without a kernel model
+    kernel_residual: bool = True
 
     def __post_init__(self) -> None:
         positive = {"epochs": self.epochs, "patience": self.patience,

@@ -294,7 +294,8 @@ def train_model(dataset: LatencyDataset | Sequence[Data], cfg: TrainConfig,
     mcfg = ModelConfig(in_dim=train_set[0].x.shape[1], hw_dim=len(HW_FEATURE_NAMES),
                        hidden=cfg.hidden, layers=cfg.layers, dropout=cfg.dropout,
                        use_hw=cfg.use_hw, members=members,
-                       kernel_model=kernel.cfg.to_dict() if kernel is not None else None)
+                       kernel_model=kernel.cfg.to_dict() if kernel is not None else None,
+                       kernel_residual=cfg.kernel_residual and kernel is not None)
     start = time.time()
     nets: list[LatencyGNN] = []
     history: list[dict[str, float]] = []

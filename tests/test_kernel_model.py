@@ -400,6 +400,39 @@ def test_the_gnn_reads_a_frozen_kernel_model(small_root: Path, tmp_path: Path) -
     assert resolve_kernel_model(TrainConfig(use_hw=False)) is None
 
 
+def test_a_residual_kernel_head_starts_from_the_kernel_models_time(small_root: Path) -> None:
+    """With ``kernel_residual``, a TIR kernel's predicted time is the kernel model's plus
+    the head's correction; a builtin's is the head's own."""
+    from torch_geometric.data import Batch
+
+    from gnnperf.data import LatencyDataset
+    from gnnperf.kernel_model import KernelModelConfig, kernel_feature_names
+    from gnnperf.model import LatencyGNN, ModelConfig
+
+    ds = LatencyDataset(small_root)
+    batch = Batch.from_data_list([ds[0], ds[1]])
+    kcfg = KernelModelConfig(in_dim=len(kernel_feature_names()), hidden=16, embed_dim=8,
+                             layers=2)
+    torch.manual_seed(0)
+    gnn = LatencyGNN(ModelConfig(in_dim=ds[0].x.shape[1], hw_dim=16, hidden=16, layers=1,
+                                 kernel_model=kcfg.to_dict(), kernel_residual=True)).eval()
+    last = gnn.kernel_head[-1]
+    with torch.no_grad():
+        last.weight.zero_()
+        last.bias.fill_(0.25)
+        out = gnn(batch)
+        assert gnn.kernel_model is not None
+        _, time = gnn._kernel_model_outputs(batch)
+    mask = batch.kernel_model_mask
+    assert mask.any()
+    expected = torch.where(mask, time + 0.25, torch.full_like(time, 0.25))
+    assert torch.allclose(out.kernel_mu, expected, atol=1e-6)
+    plain = LatencyGNN(ModelConfig(in_dim=ds[0].x.shape[1], hw_dim=16, hidden=16, layers=1,
+                                   kernel_model=kcfg.to_dict()))
+    # the residual head also reads whether the kernel model's time counts
+    assert gnn.encoder[0].in_features == plain.encoder[0].in_features + 1
+
+
 def test_the_kernel_model_sum_baseline_sums_tir_kernels_and_scales_per_machine(
         small_root: Path) -> None:
     from gnnperf.baselines import KernelModelSum

@@ -122,7 +122,7 @@ def held_out_workloads(model_workloads: dict[str, set[str]], test_models: set[st
     return union(test_models) - union(train_models)
 
 
-def _split_kernel_model(root: Path, test_models: set[str], train_models: set[str],
+def split_kernel_model(root: Path, test_models: set[str], train_models: set[str],
                         holdout_cpu: str | None, seed: int, cfg: BenchConfig, folder: Path
                         ) -> tuple[Path | None, str]:
     """The kernel cost model this run's methods read, trained without the workloads only
@@ -199,7 +199,7 @@ def run_split(ds: LatencyDataset, ds_onnx: LatencyDataset, run: SplitRun, cfg: B
     calib = calibration_mask(val)
     methods: dict[str, MethodResult] = {}
     with tempfile.TemporaryDirectory(prefix="gnnperf-bench-") as tmp:
-        kernel_path, why = _split_kernel_model(
+        kernel_path, why = split_kernel_model(
             ds.folder.root, {str(g.model_id) for g in test}, {str(g.model_id) for g in train},
             holdout_cpu, run.seed, cfg, Path(tmp))
         notes.append(why)
