@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -31,3 +32,14 @@ def breakdown(pred_ms: np.ndarray, true_ms: np.ndarray, labels: Sequence[str]
     """:func:`metrics` per label (a machine, a build): where the error lives."""
     pred_ms, true_ms, tags = np.asarray(pred_ms), np.asarray(true_ms), np.asarray(labels)
     return {str(k): metrics(pred_ms[tags == k], true_ms[tags == k]) for k in sorted(set(labels))}
+
+
+def conformal_quantile(scores: np.ndarray, coverage: float) -> float:
+    """The split-conformal ``coverage`` quantile of calibration ``scores``: the
+    ceil((n + 1) * coverage)-th smallest (the largest for small n), so that a new score
+    falls at or below it with probability at least ``coverage``. NaN without scores."""
+    finite = np.sort(np.asarray(scores, dtype=float)[np.isfinite(scores)])
+    if not len(finite):
+        return math.nan
+    rank = min(len(finite), math.ceil((len(finite) + 1) * coverage))
+    return float(finite[rank - 1])

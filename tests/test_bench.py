@@ -20,8 +20,9 @@ from gnnperf.bench.methods import (
 )
 from gnnperf.bench.report import calibrated, split_views, summarise
 from gnnperf.bench.results import MethodResult, ResultStore, SplitResult, commit_paths
-from gnnperf.bench.splits import calibration_positions
-from gnnperf.data import feature_names
+from gnnperf.bench.splits import calibration_positions, plan_runs
+from gnnperf.data import LatencyDataset, feature_names
+from gnnperf.errors import GnnperfError
 from gnnperf.hardware import HardwareSpec
 
 METHODS = {"gnn", "gnn_no_aux", "gnn_no_hw", "gnn_onnx_graph", "measured_kernel_sum",
@@ -115,6 +116,32 @@ def test_quick_benchmark_writes_the_report_and_resumes(small_root: Path, tmp_pat
     assert len(partial["runs_missing"]) == 3
 
 
+def test_one_holdout_can_be_picked_to_run_now(small_root: Path, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[SplitRun] = []
+
+    class Picked(Exception):
+        pass
+
+    def record(ds: object, ds_onnx: object, split_run: SplitRun, *args: object) -> None:
+        asked.append(split_run)
+        raise Picked
+
+    monkeypatch.setattr("gnnperf.bench.run_split", record)
+    with pytest.raises(Picked):  # every run is planned; random would come first
+        run(small_root, tmp_path, QUICK, "bench", progress=False)
+    first = asked.pop()
+    assert first.key == "random"
+    planned, _ = plan_runs(LatencyDataset(small_root), QUICK)
+    last = [r.holdout for r in planned if r.key == "leave_family_out"][-1]
+    with pytest.raises(Picked):
+        run(small_root, tmp_path, QUICK, "bench", progress=False,
+            splits=[f"leave_family_out:{last}"])
+    assert [(r.key, r.holdout) for r in asked] == [("leave_family_out", last)]
+    with pytest.raises(GnnperfError, match="unknown split"):
+        run(small_root, tmp_path, QUICK, "bench", progress=False, splits=["nope:x"])
+
+
 def _result(true: list[float], preds: dict[str, list[float]], key: str = "random",
             holdout: str | None = None, builds: list[str] | None = None,
             calibration: list[int] | None = None) -> SplitResult:
@@ -205,6 +232,16 @@ def test_conformal_interval_covers_the_validation_errors() -> None:
     # NaN predictions (an oracle without kernel labels) are ignored, not propagated
     low, high = conformal_interval(np.array([1.0, np.nan, 1.1]), np.ones(3), np.array([2.0]))
     assert np.isfinite(low).all() and high[0] == pytest.approx(2.2)
+
+
+def test_the_conformal_quantile_is_the_finite_sample_rank() -> None:
+    from gnnperf.metrics import conformal_quantile
+
+    scores = np.arange(1.0, 20.0)  # 19 scores: the 18th smallest covers 90% of a new one
+    assert conformal_quantile(scores, 0.9) == 18.0
+    assert conformal_quantile(np.arange(1.0, 6.0), 0.9) == 5.0  # few scores: the largest
+    assert conformal_quantile(np.array([np.nan, 2.0]), 0.5) == 2.0
+    assert np.isnan(conformal_quantile(np.array([]), 0.9))
 
 
 def test_hardware_inputs_never_varied_in_training_are_pinned_on_test() -> None:

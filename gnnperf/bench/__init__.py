@@ -48,7 +48,8 @@ def run(root: str | Path | None, out: Path, cfg: BenchConfig, command: str, *,
         max_minutes: float | None = None, commit: bool = False, progress: bool = True,
         splits: Sequence[str] | None = None, jobs: int = 1, device: str | None = None
         ) -> dict[str, Any]:
-    """Run the split runs not yet stored (those of ``splits`` only, if given; until
+    """Run the split runs not yet stored (those of ``splits`` only, if given: a split
+    kind, or ``KIND:HOLDOUT`` for one holdout's runs; until
     ``max_minutes``, if given, have passed: the runs in progress are finished first), then
     write the report from all stored runs.
 
@@ -64,11 +65,12 @@ def run(root: str | Path | None, out: Path, cfg: BenchConfig, command: str, *,
     ds_onnx = LatencyDataset(root, graph="onnx")
     runs, skipped = plan_runs(ds, cfg)
     store = ResultStore(out, ds.fingerprint, cfg.fingerprint())
-    unknown = set(splits or ()) - set(SPLIT_KINDS)
+    unknown = {s.split(":", 1)[0] for s in splits or ()} - set(SPLIT_KINDS)
     if unknown:
         raise GnnperfError(f"unknown split(s) {', '.join(sorted(unknown))}; choose from "
                            f"{', '.join(SPLIT_KINDS)}")
-    todo = [r for r in runs if not store.has(r) and (not splits or r.key in splits)]
+    todo = [r for r in runs if not store.has(r)
+            and (not splits or r.key in splits or f"{r.key}:{r.holdout}" in splits)]
 
     def time_left() -> bool:
         return max_minutes is None or (time.time() - started) / 60 <= max_minutes

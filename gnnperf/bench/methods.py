@@ -36,6 +36,7 @@ from ..kernel_model import (
     train_kernel_model,
     workloads_of_models,
 )
+from ..metrics import conformal_quantile
 from ..train_config import TrainConfig
 from ..training import INTERVAL_COVERAGE, train_model
 from .config import BenchConfig
@@ -54,12 +55,10 @@ def conformal_interval(val_pred: np.ndarray, val_true: np.ndarray, pred: np.ndar
                        coverage: float = INTERVAL_COVERAGE) -> tuple[np.ndarray, np.ndarray]:
     """Split-conformal interval: ``pred`` times exp(±q), q the finite-sample
     ``coverage`` quantile of the validation models' |log(pred / true)|."""
-    err = np.abs(np.log(np.asarray(val_pred, float) / np.asarray(val_true, float)))
-    err = np.sort(err[np.isfinite(err)])
-    if not len(err):
+    q = conformal_quantile(np.abs(np.log(np.asarray(val_pred, float)
+                                         / np.asarray(val_true, float))), coverage)
+    if math.isnan(q):
         return np.full_like(pred, np.nan), np.full_like(pred, np.nan)
-    rank = min(len(err), math.ceil((len(err) + 1) * coverage))
-    q = err[rank - 1]
     return pred * math.exp(-q), pred * math.exp(q)
 
 

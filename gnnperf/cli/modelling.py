@@ -306,7 +306,9 @@ def register_bench(sub: argparse._SubParsersAction) -> None:
                         "stored so far; run again to go on)")
     p.add_argument("--splits", default=None, metavar="A,B",
                    help="run only these splits now (random, leave_family_out, leave_cpu_out, "
-                        "real_architectures); the report still covers every stored run")
+                        "real_architectures; KIND:HOLDOUT for one holdout, e.g. "
+                        "leave_cpu_out:amd-f26m2s1-5bfb5d); the report still covers every "
+                        "stored run")
     p.add_argument("--commit", action="store_true",
                    help="git-commit each finished split run and the report as they land")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
