@@ -136,6 +136,9 @@ def test_the_tuned_build_applies_the_fastest_measured_schedule_of_each_kernel(
     hw = HardwareSpec.local("x86-64-v3", 1, measure=False)
     onnx_model = zoo.export_onnx(zoo.tiny_spec("mixer"))
     db = tuned_database(kernel_root, hw.record_hw_id)
+    sampled = {r["workload_id"] for r in kernel_records(kernel_root, hw.record_hw_id)
+               if r["schedule"] == "sampled"}
+    assert len(db.get_all_tuning_records()) == len(sampled)  # the fastest of each only
     lowered = lower_onnx(onnx_model, hw, "tuned", database=db)
     assert lowered.schedule_fallbacks == {}
     final = lowered.primfuncs()
