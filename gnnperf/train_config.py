@@ -32,7 +32,8 @@ class TrainConfig:
     test_frac: float = 0.15
     #: cap on training alone; reading a fresh dataset (~3 min at 3,723 records) and the
     #: final scoring come on top, and `python train.py` must end within 20 minutes on the
-    #: 2-core machines (17 gave 20.1 min on 2026-11-25)
+    #: 2-core machines (17 gave 20.1 min on 2026-11-25 with a first read of the dataset;
+    #: 16 gave 16.1 min, the dataset already processed)
     max_minutes: float = 16.0
     ensemble: int = 3
     ema: float = 0.99  # decay of the weight average that is validated and kept (0: off)
