@@ -25,7 +25,7 @@ import numpy as np
 from gnnperf.bench.config import BenchConfig
 from gnnperf.bench.methods import split_kernel_model
 from gnnperf.build_config import BuildConfig
-from gnnperf.data import LatencyDataset, split_indices
+from gnnperf.data import LatencyDataset, is_testable, split_indices
 from gnnperf.metrics import breakdown, metrics
 from gnnperf.training import TrainConfig, train_model
 
@@ -48,7 +48,7 @@ def main() -> None:
     args = ap.parse_args()
     ds = LatencyDataset(args.root)
     train, val, test = split_indices(ds, "random", seed=0)
-    scored = [i for i in val if bool(ds[i].v2)]
+    scored = [i for i in val if is_testable(ds[i])]
     inner_train, inner_val = inner_split(ds, train)
     models = {i: str(ds[i].model_id) for i in range(len(ds))}
     with tempfile.TemporaryDirectory(prefix="gnnperf-validate-") as tmp:
