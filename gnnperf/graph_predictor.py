@@ -137,9 +137,10 @@ class Predictor:
                 corrections[hw.cpu_id] = self.calibration(hw)
             correction = corrections.get(hw.cpu_id) if calibrated else None
             if correction is not None:
-                mu += correction.log_factor
-                sigma = math.hypot(sigma, correction.log_spread)
-                kernel_ms = [ms * correction.factor for ms in kernel_ms]
+                log_factor, log_spread = correction.correction(graph.build, hw.threads)
+                mu += log_factor
+                sigma = math.hypot(sigma, log_spread)
+                kernel_ms = [ms * math.exp(log_factor) for ms in kernel_ms]
             low, high = interval_ms(mu, sigma)
             reasons = self.check_inputs(hw, graph.build, graph.total_flops / 1e9)
             for reason in reasons:

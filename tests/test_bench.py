@@ -144,14 +144,18 @@ def test_one_holdout_can_be_picked_to_run_now(small_root: Path, tmp_path: Path,
 
 def _result(true: list[float], preds: dict[str, list[float]], key: str = "random",
             holdout: str | None = None, builds: list[str] | None = None,
-            calibration: list[int] | None = None) -> SplitResult:
+            records: list[tuple[str, str, int, str]] | None = None) -> SplitResult:
+    """A stored run; ``records``: (model id, family, threads, build) of each test record."""
     n = len(true)
+    records = records or [(str(i), "f", 2, "sampled:0") for i in range(n)]
     methods = {m: MethodResult(np.array(p), np.array(p) * 0.9, np.array(p) * 1.1)
                for m, p in preds.items()}
-    test = {"key": [str(i) for i in range(n)], "true_ms": true,
-            "build": builds or ["sampled"] * n, "cpu": ["c"] * n, "family": ["f"] * n,
-            "model_id": [str(i) for i in range(n)], "gflop": [0.1] * n}
-    return SplitResult(SplitRun(key, holdout, 0), test, methods, calibration or [])
+    test = {"key": [f"{m}|c/x86-64-v3/{t}t|{b}" for m, _, t, b in records], "true_ms": true,
+            "build": builds or [b.split(":")[0] for *_, b in records], "cpu": ["c"] * n,
+            "family": [f for _, f, _, _ in records], "model_id": [m for m, *_ in records],
+            "gflop": [(5 - int(m[1:])) / 100 for m, *_ in records] if key == "leave_cpu_out"
+            else [0.1] * n}
+    return SplitResult(SplitRun(key, holdout, 0), test, methods)
 
 
 def test_methods_are_scored_on_the_same_models_and_coverage_counts_the_interval() -> None:
@@ -166,26 +170,43 @@ def test_methods_are_scored_on_the_same_models_and_coverage_counts_the_interval(
     assert table["other"]["coverage"] == pytest.approx(50.0)
 
 
-def test_a_held_out_cpu_is_scored_at_zero_shots_and_after_calibration() -> None:
-    true = np.array([1.0, 2.0, 4.0, 8.0, 16.0, 32.0])
-    # predictions half the truth, but the first two models, calibrated on, say 2.2x
-    pred = true / 2
-    pred[:2] = true[:2] / 2.2
+def test_a_held_out_cpu_is_calibrated_per_build_kind_and_thread_count() -> None:
+    # four models of two families in three calibration cells; the two larger ones also tuned
+    records = [(m, fam, t, b) for m, fam in (("m1", "a"), ("m2", "b"), ("m3", "a"),
+                                             ("m4", "b"))
+               for t, b in ((2, "sampled:0"), (1, "sampled:0"), (2, "default"))]
+    records += [("m3", "a", 2, "tuned"), ("m4", "b", 2, "tuned")]
+    # measured / predicted by cell: sampled 2t x2 (x2.2 on m2), sampled 1t x1.25,
+    # default 2t x0.8; tuned builds are off like sampled ones at the same threads
+    bias = {(2, "sampled:0"): 2.0, (1, "sampled:0"): 1.25, (2, "default"): 0.8,
+            (2, "tuned"): 2.0}
+    true = np.arange(1.0, len(records) + 1)
+    pred = np.array([t / bias[(th, b)] for t, (_, _, th, b) in zip(true, records, strict=True)])
+    pred[3] = true[3] / 2.2
     r = _result(list(true), {"gnn": list(pred)}, key="leave_cpu_out", holdout="c",
-                calibration=[0, 1])
-    splits = summarise(split_views([r]), {})
+                records=records)
+    # the largest model of each family (m1, m2), all its records in calibration builds
+    assert calibration_positions(r.test, 2) == [0, 1, 2, 3, 4, 5]
+    splits = summarise(split_views([r], calibration_shots=2), {})
     zero, two = splits["leave_cpu_out_0_shots"], splits["leave_cpu_out_2_shots"]
-    # both on the four models left: 50% off, then off by 2.2/2 - 1 = 10%
-    assert zero["methods"]["gnn"]["mape"] == pytest.approx(50.0)
-    assert zero["methods"]["gnn"]["models"] == 4
-    assert two["methods"]["gnn"]["mape"] == pytest.approx(10.0)
-    fixed = calibrated(r.methods["gnn"], true, [0, 1])
-    assert fixed.pred_ms[2] == pytest.approx(2.0 * 2.2)
-    # the two ratios agree: no spread, the interval keeps its width
-    assert fixed.high_ms[2] / fixed.low_ms[2] == pytest.approx(1.1 / 0.9)
-    # ratios that disagree widen it
-    wide = calibrated(r.methods["gnn"], true, [0, 2])
-    assert wide.high_ms[3] / wide.low_ms[3] > 1.1 / 0.9
+    # both scored on the two models left, every record of theirs (8)
+    assert zero["methods"]["gnn"]["models"] == two["methods"]["gnn"]["models"] == 8
+    fixed = calibrated(r.methods["gnn"], r.test, [0, 1, 2, 3, 4, 5])
+    rest = slice(6, None)
+    ratio = np.array(r.test["true_ms"])[rest] / fixed.pred_ms[rest]
+    # each cell by its own factor, tuned by sampled's: exact but for sampled 2t, whose
+    # factor is the median log-ratio of x2 and x2.2
+    off = 2.0 / math.sqrt(2.0 * 2.2)
+    expected = [off, 1.0, 1.0, off, 1.0, 1.0, off, off]
+    assert ratio == pytest.approx(expected)
+    # cells whose ratios agree keep the interval's width; sampled 2t's disagree and widen it
+    width = fixed.high_ms[rest] / fixed.low_ms[rest]
+    assert width[1] == pytest.approx(1.1 / 0.9) and width[2] == pytest.approx(1.1 / 0.9)
+    assert width[0] > 1.1 / 0.9 and width[-1] > 1.1 / 0.9
+    # one factor for every cell cannot fix three different biases
+    pooled = calibrated(r.methods["gnn"], r.test, [0, 1, 2, 3, 4, 5], per_cell=False)
+    assert np.ptp(np.array(r.test["true_ms"])[rest] / pooled.pred_ms[rest]) > 0.5
+    assert two["methods"]["gnn"]["mape"] < zero["methods"]["gnn"]["mape"]
     names = {t["target"] for t in targets(splits) if t["split"] == "leave_cpu_out_2_shots"}
     assert "gnn MAPE < 8%" in names
 
@@ -273,19 +294,27 @@ def test_test_records_of_a_build_never_trained_on_are_left_out_and_named() -> No
 
 
 def test_calibration_models_are_small_sampled_builds_one_family_at_a_time() -> None:
-    names = {n: i for i, n in enumerate(feature_names())}
-
-    def g(family: str, gflop: float, threads: int, build: str = "sampled:0") -> Data:
-        d = _graph([], 1)
-        d.x[0, names["log_flops"]] = math.log1p(gflop * 1e9)
-        d.family, d.threads, d.build = family, torch.tensor([threads]), build
-        return d
-
-    test = [g("vgg", 0.5, 2), g("vgg", 0.1, 2), g("vgg", 0.01, 1), g("resnet", 0.3, 2),
-            g("resnet", 0.2, 2, "default"), g("hf-gpt2", 0.05, 2), g("bert", 0.2, 2)]
-    # smallest first per family (name order), at the most threads, sampled builds, no hf-*
-    assert calibration_positions(test, 3) == [6, 3, 1]
-    assert calibration_positions(test, 10) == [6, 3, 1, 0]
+    rows = [("vgg-a", "vgg", 0.5, 2, "sampled:0"),  # over calibrate's size cap
+            ("vgg-b", "vgg", 0.1, 2, "sampled:0"),
+            ("vgg-c", "vgg", 0.15, 1, "sampled:0"),  # not at the most threads
+            ("resnet-a", "resnet", 0.05, 2, "sampled:0"),
+            ("resnet-b", "resnet", 0.2, 2, "default"),  # no sampled:0 record
+            ("hf-gpt2", "hf-gpt2", 0.05, 2, "sampled:0"),  # not a generated family
+            ("bert-a", "bert", 0.2, 2, "sampled:0"),
+            ("vgg-b", "vgg", 0.1, 1, "default"),
+            ("vgg-b", "vgg", 0.1, 2, "tuned"),  # not a calibration build
+            ("bert-b", "bert", 0.15, 2, "sampled:0"),
+            ("bert-b", "bert", 0.15, 1, "sampled:0"),
+            ("vgg-d", "vgg", 0.12, 2, "sampled:0"),
+            ("resnet-c", "resnet", 0.08, 2, "sampled:0")]
+    test = {"key": [f"{m}|c/x86-64-v3/{t}t|{b}" for m, _, _, t, b in rows],
+            "family": [f for _, f, *_ in rows], "gflop": [g for _, _, g, _, _ in rows],
+            "model_id": [m for m, *_ in rows]}
+    # per family in name order: the model measured in most calibration cells, then the
+    # largest under the cap, with a sampled:0 record at the most threads; every record of
+    # it in a calibration build
+    assert calibration_positions(test, 3) == [1, 7, 9, 10, 12]
+    assert calibration_positions(test, 10) == [1, 3, 6, 7, 9, 10, 11, 12]
 
 
 def test_learned_kernel_sum_stops_early_on_validation() -> None:

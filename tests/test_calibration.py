@@ -35,6 +35,33 @@ def test_the_fit_is_the_median_log_ratio_and_its_spread() -> None:
                         build="sampled:0")
 
 
+def test_each_build_kind_and_thread_count_gets_its_own_factor() -> None:
+    measured = {("sampled:0", 2): [2.0, 2.0], ("sampled:0", 1): [1.2, 1.2],
+                ("default", 2): [0.5, 0.5], ("default", 1): [0.9]}  # one model: too few
+    points = [CalibrationPoint(f"m{i}", 1.0, ms, 0.01, build, threads)
+              for (build, threads), values in measured.items()
+              for i, ms in enumerate(values)]
+    fitted = Calibration.fit(points, cpu_id="cpu", checkpoint_sha256="x", hw_id="h",
+                             build="default,sampled:0")
+    assert sorted(fitted.cells) == ["default/2t", "sampled/1t", "sampled/2t"]
+    assert math.exp(fitted.correction("sampled:0", 2)[0]) == pytest.approx(2.0)
+    assert math.exp(fitted.correction("sampled:7", 1)[0]) == pytest.approx(1.2)
+    assert math.exp(fitted.correction("default", 2)[0]) == pytest.approx(0.5)
+    assert fitted.correction("default", 2)[1] == pytest.approx(0.0)
+    # tuned builds, which a new machine cannot measure, take sampled's factor
+    assert fitted.correction("tuned", 2) == fitted.correction("sampled:0", 2)
+    # a cell measured on fewer than two models falls back to all points together
+    assert fitted.correction("default", 1) == (fitted.log_factor, fitted.log_spread)
+    assert math.exp(fitted.log_factor) == pytest.approx(1.2)
+    # a store written before per-cell factors reads back with one factor for everything
+    old = {k: v for k, v in fitted.to_dict().items() if k != "cells"}
+    old["points"] = [{k: v for k, v in p.items() if k not in ("build", "threads")}
+                     for p in old["points"]]
+    assert Calibration.from_dict(old).correction("default", 2) == (fitted.log_factor,
+                                                                   fitted.log_spread)
+    assert Calibration.from_dict(fitted.to_dict()) == fitted
+
+
 def test_calibrate_measures_here_and_predict_applies_it_to_this_cpu_only(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -48,22 +75,32 @@ def test_calibrate_measures_here_and_predict_applies_it_to_this_cpu_only(
     hw = HardwareSpec.from_id("local/x86-64-v3/2t")
     model = tmp_path / "m.onnx"
     zoo.export_onnx(zoo.tiny_spec("resnet"), model)
+    one_thread = "local/x86-64-v3/1t"
+    configs = [(hw, "sampled:0"), (one_thread, "sampled:0"), (hw, "default"), (hw, "tuned")]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        zero_shot = predict(model, hw, build="sampled:0")
-        done = calibrate(hw, models=2, settings=MeasureSettings.waiting_at_most(5, repeat=3))
-        calibrated = predict(model, hw, build="sampled:0")
-        other_threads = predict(model, "local/x86-64-v3/1t", build="sampled:0")
-    assert zero_shot.calibration == ""
-    assert len(done.points) == 2 and all(p.measured_ms > 0 for p in done.points)
+        zero_shot = [predict(model, h, build=b) for h, b in configs]
+        # two tiny models, each in both calibration builds at 1 and 2 threads
+        done = calibrate(hw, models=2, max_gflop=0.02,
+                         settings=MeasureSettings.waiting_at_most(5, repeat=3))
+        calibrated = [predict(model, h, build=b) for h, b in configs]
+    assert all(z.calibration == "" for z in zero_shot)
+    assert len(done.points) == 8 and all(p.measured_ms > 0 for p in done.points)
+    assert sorted(done.cells) == ["default/1t", "default/2t", "sampled/1t", "sampled/2t"]
     stored = load_calibration(hw.cpu_id, checkpoint_sha256())
     assert stored is not None and stored.to_dict() == done.to_dict()
-    assert calibrated.latency_ms == pytest.approx(zero_shot.latency_ms * done.factor, rel=1e-6)
-    assert [k.ms for k in calibrated.kernels] == pytest.approx(
-        [k.ms * done.factor for k in zero_shot.kernels], rel=1e-6)
-    # the interval moves with the factor and widens by the calibration's spread
-    assert calibrated.high_ms / calibrated.low_ms >= zero_shot.high_ms / zero_shot.low_ms
-    assert calibrated.calibration and other_threads.calibration  # any hw id of this CPU
+    # each prediction by its cell's factor, tuned by sampled's at the same threads
+    for (_, build), cell, zero, fixed in zip(configs, ["sampled/2t", "sampled/1t",
+                                                       "default/2t", "sampled/2t"],
+                                             zero_shot, calibrated, strict=True):
+        factor = math.exp(done.cells[cell].log_factor)
+        assert fixed.latency_ms == pytest.approx(zero.latency_ms * factor, rel=1e-6), build
+        assert [k.ms for k in fixed.kernels] == pytest.approx(
+            [k.ms * factor for k in zero.kernels], rel=1e-6)
+        # the interval moves with the factor and widens by the cell's spread
+        assert fixed.high_ms / fixed.low_ms >= zero.high_ms / zero.low_ms
+        assert fixed.calibration
+    zero_shot, calibrated = zero_shot[0], calibrated[0]
 
     # a calibration of another CPU, or of another checkpoint, is not applied here
     save_calibration(Calibration.fit(done.points, cpu_id="another-cpu",

@@ -89,7 +89,7 @@ def run(root: str | Path | None, out: Path, cfg: BenchConfig, command: str, *,
             commit_paths([path], f"bench: {result.run.name} ({ds.fingerprint})")
     bar.close()
     results = [store.load(r) for r in runs if store.has(r)]
-    views = split_views(results)
+    views = split_views(results, cfg.calibration_shots)
     report = build_report(results, views, runs, skipped, ds, cfg, command, root)
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "report.json", out / "report.md"]

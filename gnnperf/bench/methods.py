@@ -41,7 +41,7 @@ from ..train_config import TrainConfig
 from ..training import INTERVAL_COVERAGE, train_model
 from .config import BenchConfig
 from .results import MethodResult, SplitResult
-from .splits import SplitRun, build_kind, calibration_positions, graph_gflop
+from .splits import SplitRun, build_kind, graph_gflop
 
 #: GNN variants on the kernel graph; ``gnn_onnx_graph`` trains ``gnn`` on operator graphs.
 GNN_VARIANTS = {"gnn": {}, "gnn_no_aux": {"aux_weight": 0.0}, "gnn_no_hw": {"use_hw": False}}
@@ -233,7 +233,4 @@ def run_split(ds: LatencyDataset, ds_onnx: LatencyDataset, run: SplitRun, cfg: B
         "model_id": [str(g.model_id) for g in test],
         "gflop": [round(graph_gflop(g), 6) for g in test],
     }
-    calibration = (calibration_positions(test, cfg.calibration_shots)
-                   if run.kind == "leave-cpu-out" else [])
-    return SplitResult(run, test_info, methods, calibration, notes,
-                       (time.time() - start) / 60)
+    return SplitResult(run, test_info, methods, notes, (time.time() - start) / 60)

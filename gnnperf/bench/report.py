@@ -16,9 +16,10 @@ import numpy as np
 from ..calibration.store import MIN_MODELS, Calibration, CalibrationPoint
 from ..metrics import metrics
 from ..training import INTERVAL_COVERAGE, INTERVAL_Z
+from .config import BenchConfig
 from .methods import LEARNED_ADDITIVE
 from .results import MethodResult, SplitResult
-from .splits import SPLIT_KINDS
+from .splits import SPLIT_KINDS, calibration_positions, record_build_threads
 
 COLUMNS = ("mape", "rmspe", "acc5", "acc10", "spearman", "kendall", "coverage")
 
@@ -35,19 +36,26 @@ def score(pred: np.ndarray, low: np.ndarray, high: np.ndarray, true: np.ndarray
     return row
 
 
-def calibrated(result: MethodResult, true: np.ndarray, shots: Sequence[int]) -> MethodResult:
-    """The method's predictions corrected as ``gnnperf calibrate`` corrects the GNN's: times
-    the median measured/predicted ratio of the ``shots`` models, the interval widened by the
-    spread of those ratios in quadrature."""
-    points = [CalibrationPoint(str(i), float(result.pred_ms[i]), float(true[i]), 0.0)
+def calibrated(result: MethodResult, test: dict[str, list[Any]], shots: Sequence[int],
+               per_cell: bool = True) -> MethodResult:
+    """The method's predictions corrected as ``gnnperf calibrate`` corrects the GNN's: the
+    records ``shots`` fit a :class:`~gnnperf.calibration.store.Calibration` (a median
+    measured/predicted ratio per build kind and thread count; one for all of them with
+    ``per_cell=False``), each prediction is multiplied by its cell's factor and its interval
+    widened by that cell's spread of ratios, in quadrature."""
+    true = np.array(test["true_ms"], dtype=float)
+    configs = [record_build_threads(k) for k in test["key"]]
+    points = [CalibrationPoint(str(i), float(result.pred_ms[i]), float(true[i]), 0.0,
+                               *(configs[i] if per_cell else ("", 0)))
               for i in shots if np.isfinite(result.pred_ms[i])]
     if len(points) < MIN_MODELS:  # a method that could not predict them stays uncorrected
         nan = np.full_like(result.pred_ms, np.nan)
         return MethodResult(nan, nan, nan, result.training)
     fit = Calibration.fit(points, cpu_id="held-out", checkpoint_sha256="", hw_id="", build="")
-    pred = result.pred_ms * fit.factor
+    log_factor, log_spread = np.array([fit.correction(*c) for c in configs]).T
+    pred = result.pred_ms * np.exp(log_factor)
     half = np.log(result.high_ms / result.low_ms) / 2
-    half = np.hypot(half, INTERVAL_Z * fit.log_spread)
+    half = np.hypot(half, INTERVAL_Z * log_spread)
     return MethodResult(pred, pred * np.exp(-half), pred * np.exp(half), result.training)
 
 
@@ -108,9 +116,11 @@ def _leave_out(results: View) -> dict[str, Any]:
     return entry
 
 
-def split_views(results: Sequence[SplitResult]) -> dict[str, View]:
-    """Each report split's runs; a held-out CPU gives two: at 0 shots and after N
-    calibration models, both scored on the models left once those are taken out."""
+def split_views(results: Sequence[SplitResult],
+                calibration_shots: int = BenchConfig.calibration_shots) -> dict[str, View]:
+    """Each report split's runs; a held-out CPU gives two: at 0 shots and after
+    ``calibration_shots`` calibration models (:func:`.splits.calibration_positions`), both
+    scored on the models left once those are taken out (all their records)."""
     views: dict[str, View] = {}
     for key in SPLIT_KINDS:
         runs = [r for r in results if r.run.key == key]
@@ -121,15 +131,16 @@ def split_views(results: Sequence[SplitResult]) -> dict[str, View]:
             continue
         zero, shots = [], []
         for r in runs:
-            rest = np.ones(len(r.true_ms), dtype=bool)
-            rest[r.calibration] = False
+            chosen = calibration_positions(r.test, calibration_shots)
+            rest = ~np.isin(np.array(r.test["model_id"]),
+                            [r.test["model_id"][i] for i in chosen])
             zero.append((r, r.methods, rest))
-            if len(r.calibration) >= MIN_MODELS:
-                shots.append((r, {m: calibrated(x, r.true_ms, r.calibration)
+            if len(chosen) >= MIN_MODELS:
+                shots.append((r, {m: calibrated(x, r.test, chosen)
                                   for m, x in r.methods.items()}, rest))
         views["leave_cpu_out_0_shots"] = zero
         if shots:
-            views[f"leave_cpu_out_{max(len(r.calibration) for r in runs)}_shots"] = shots
+            views[f"leave_cpu_out_{calibration_shots}_shots"] = shots
     return views
 
 

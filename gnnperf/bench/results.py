@@ -41,11 +41,10 @@ class MethodResult:
 @dataclass
 class SplitResult:
     run: SplitRun
-    #: per test model: key, true_ms, build, cpu, family, gflop
+    #: per test record: key, true_ms, build kind, cpu, family, model_id, gflop (enough for
+    #: the report to pick a held-out CPU's calibration models itself)
     test: dict[str, list[Any]]
     methods: dict[str, MethodResult]
-    #: positions in ``test`` of the models a held-out CPU is calibrated on
-    calibration: list[int] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     minutes: float = 0.0
 
@@ -56,14 +55,14 @@ class SplitResult:
     def to_dict(self) -> dict[str, Any]:
         return {"run": asdict(self.run), "test": self.test,
                 "methods": {m: r.to_dict() for m, r in self.methods.items()},
-                "calibration": self.calibration, "notes": self.notes,
+                "notes": self.notes,
                 "minutes": round(self.minutes, 3)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SplitResult:
         return cls(SplitRun(**data["run"]), data["test"],
                    {m: MethodResult.from_dict(r) for m, r in data["methods"].items()},
-                   data.get("calibration", []), data.get("notes", []), data.get("minutes", 0.0))
+                   data.get("notes", []), data.get("minutes", 0.0))
 
 
 def _floats(values: np.ndarray) -> list[float | None]:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from torch_geometric.data import Data
 
 from ..build_config import BuildConfig
+from ..calibration.store import CALIBRATION_BUILDS, MAX_CALIBRATION_GFLOP
 from ..data import LatencyDataset, feature_names
 from ..hardware import host_of
 from .config import BenchConfig
@@ -88,23 +89,44 @@ def graph_gflop(graph: Data) -> float:
     return float(np.expm1(graph.x[:, _LOG_FLOPS].double().numpy()).sum() / 1e9)
 
 
-def calibration_positions(test: Sequence[Data], shots: int) -> list[int]:
-    """The held-out CPU's test models that play ``gnnperf calibrate``'s: ``sampled:0``
-    builds at the hardware config with the most threads, one generated family at a time
-    (in name order), the family's smallest model first, ``shots`` of them."""
-    rows = [(i, g) for i, g in enumerate(test)
-            if str(g.build) == "sampled:0" and not str(g.family).startswith("hf-")]
-    if not rows:
+def record_build_threads(key: str) -> tuple[str, int]:
+    """The build and thread count a record key names (``model|cpu/isa/Nt|build``, as
+    :func:`gnnperf.collect.record_key` writes it)."""
+    _, hw_id, build = key.split("|")
+    return build, int(hw_id.rsplit("/", 1)[1].rstrip("t"))
+
+
+def calibration_positions(test: dict[str, list[Any]], shots: int) -> list[int]:
+    """The held-out CPU's test records that play ``gnnperf calibrate``'s: ``shots`` models of
+    the generated families of at most its size cap
+    (:data:`~gnnperf.calibration.store.MAX_CALIBRATION_GFLOP`), one family at a time (in
+    name order), each family's models measured in most calibration cells first, then the
+    largest (as :func:`gnnperf.calibration.run.calibration_models` picks them), among
+    those with a ``sampled:0`` record at the most threads; then every record of those
+    models in a calibration build
+    (:data:`~gnnperf.calibration.store.CALIBRATION_BUILDS`), at any thread count."""
+    configs = [record_build_threads(k) for k in test["key"]]
+    calib = [i for i, (build, _) in enumerate(configs)
+             if build in CALIBRATION_BUILDS and not str(test["family"][i]).startswith("hf-")]
+    anchors = [i for i in calib if configs[i][0] == "sampled:0"
+               and float(test["gflop"][i]) <= MAX_CALIBRATION_GFLOP]
+    if not anchors:
         return []
-    threads = max(int(g.threads) for _, g in rows)
-    by_family: dict[str, list[tuple[float, int]]] = {}
-    for i, g in rows:
-        if int(g.threads) == threads:
-            by_family.setdefault(str(g.family), []).append((graph_gflop(g), i))
+    threads = max(configs[i][1] for i in anchors)
+    cells: dict[str, set[tuple[str, int]]] = {}
+    for i in calib:
+        cells.setdefault(str(test["model_id"][i]), set()).add(configs[i])
+    by_family: dict[str, list[tuple[int, float, str]]] = {}
+    for i in anchors:
+        model = str(test["model_id"][i])
+        if configs[i][1] == threads:
+            by_family.setdefault(str(test["family"][i]), []).append(
+                (-len(cells[model]), -float(test["gflop"][i]), model))
     queues = [sorted(v) for _, v in sorted(by_family.items())]
-    chosen: list[int] = []
+    chosen: list[str] = []
     while len(chosen) < shots and any(queues):
         for queue in queues:
             if queue and len(chosen) < shots:
-                chosen.append(queue.pop(0)[1])
-    return chosen
+                chosen.append(queue.pop(0)[2])
+    models = set(chosen)
+    return [i for i in calib if str(test["model_id"][i]) in models]

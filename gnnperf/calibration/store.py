@@ -15,12 +15,30 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import write_text
+from ..build_config import BuildConfig
 from ..errors import GnnperfError
 from ..hardware import _cache_dir
 from ..prediction_types import default_checkpoint
 
 #: calibrating on fewer models than this leaves the spread unknown
 MIN_MODELS = 2
+
+#: the models calibration measures are at most this big (seconds each to compile and
+#: measure on 2 cores, in every calibration build)
+MAX_CALIBRATION_GFLOP = 0.2
+
+#: what ``gnnperf calibrate`` measures by default: the two builds a new machine can make
+#: without tuning (``tuned`` builds are corrected by ``sampled``'s factor)
+CALIBRATION_BUILDS = ("default", "sampled:0")
+
+
+def cell_of(build: str, threads: int) -> str:
+    """The calibration cell of a build at a thread count, e.g. ``sampled/2t``: a checkpoint's
+    bias on a new CPU differs by build kind and threads (serial ``default`` loops scale
+    with neither, MetaSchedule's parallel schedules with both), so each gets its own factor.
+    ``tuned`` builds, which a new machine cannot measure untuned, share ``sampled``'s."""
+    kind = BuildConfig.parse(build).kind
+    return f"{'sampled' if kind == 'tuned' else kind}/{int(threads)}t"
 
 
 @dataclass
@@ -29,25 +47,49 @@ class CalibrationPoint:
     predicted_ms: float
     measured_ms: float
     measured_cv: float
+    build: str = ""  # the build measured; "" in stores written before per-cell factors
+    threads: int = 0
 
     @property
     def log_ratio(self) -> float:
         return math.log(self.measured_ms / self.predicted_ms)
 
+    @property
+    def cell(self) -> str:
+        return cell_of(self.build, self.threads) if self.build else ""
+
+
+@dataclass
+class CellCorrection:
+    """One cell's factor: the median log-ratio of its points and their spread."""
+
+    log_factor: float
+    log_spread: float
+    models: int
+
+    @classmethod
+    def fit(cls, ratios: list[float]) -> CellCorrection:
+        center = statistics.median(ratios)
+        spread = math.sqrt(sum((r - center) ** 2 for r in ratios) / (len(ratios) - 1))
+        return cls(center, spread, len(ratios))
+
 
 @dataclass
 class Calibration:
-    """One CPU's correction of one checkpoint's predictions."""
+    """One CPU's correction of one checkpoint's predictions: a factor per cell (build kind
+    and thread count) measured on at least :data:`MIN_MODELS` models, and the factor of all
+    points together for any other cell."""
 
     cpu_id: str
     checkpoint_sha256: str
-    hw_id: str  # the hardware id it was measured at
-    build: str
-    log_factor: float  # median log(measured / predicted)
+    hw_id: str  # the hardware id it was measured at (its ISA; threads are per point)
+    build: str  # the builds measured, comma-separated
+    log_factor: float  # median log(measured / predicted) over every point
     log_spread: float  # sample standard deviation of the log-ratios around it
     points: list[CalibrationPoint] = field(default_factory=list)
     created: str = ""
     seconds: float = 0.0
+    cells: dict[str, CellCorrection] = field(default_factory=dict)
 
     @property
     def factor(self) -> float:
@@ -59,7 +101,8 @@ class Calibration:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Calibration:
         points = [CalibrationPoint(**p) for p in data.get("points", [])]
-        return cls(**{**data, "points": points})
+        cells = {k: CellCorrection(**c) for k, c in data.get("cells", {}).items()}
+        return cls(**{**data, "points": points, "cells": cells})
 
     @classmethod
     def fit(cls, points: list[CalibrationPoint], *, cpu_id: str, checkpoint_sha256: str,
@@ -67,15 +110,30 @@ class Calibration:
         if len(points) < MIN_MODELS:
             raise GnnperfError(f"calibration needs at least {MIN_MODELS} measured models, "
                                f"got {len(points)}")
-        ratios = [p.log_ratio for p in points]
-        center = statistics.median(ratios)
-        spread = math.sqrt(sum((r - center) ** 2 for r in ratios) / (len(ratios) - 1))
-        return cls(cpu_id, checkpoint_sha256, hw_id, build, center, spread, points,
-                   time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), seconds)
+        pooled = CellCorrection.fit([p.log_ratio for p in points])
+        by_cell: dict[str, list[float]] = {}
+        for p in points:
+            if p.cell:
+                by_cell.setdefault(p.cell, []).append(p.log_ratio)
+        cells = {c: CellCorrection.fit(r) for c, r in sorted(by_cell.items())
+                 if len(r) >= MIN_MODELS}
+        return cls(cpu_id, checkpoint_sha256, hw_id, build, pooled.log_factor,
+                   pooled.log_spread, points,
+                   time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), seconds, cells)
+
+    def correction(self, build: str, threads: int) -> tuple[float, float]:
+        """The (log factor, log spread) for a build at a thread count: its cell's, or all
+        points' where that cell was not measured."""
+        cell = self.cells.get(cell_of(build, threads))
+        if cell is None:
+            return self.log_factor, self.log_spread
+        return cell.log_factor, cell.log_spread
 
     def line(self) -> str:
+        per_cell = "".join(f", {c} x{math.exp(v.log_factor):.3f}" for c, v in self.cells.items())
+        models = len({p.model_id for p in self.points})
         return (f"{self.cpu_id}: predictions x{self.factor:.3f} (spread {self.log_spread:.3f} "
-                f"in log) from {len(self.points)} models measured at {self.hw_id}, "
+                f"in log){per_cell} from {models} models measured at {self.hw_id}, "
                 f"build {self.build}")
 
 

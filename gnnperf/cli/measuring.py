@@ -216,7 +216,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from ..measure import MeasureSettings
 
     settings = MeasureSettings.waiting_at_most(args.quiet_timeout, repeat=args.repeat)
-    done = calibrate(spec, models=args.models, build=args.build, checkpoint=args.checkpoint,
+    try:
+        threads = [int(t) for t in args.threads.split(",")] if args.threads else None
+    except ValueError:
+        raise GnnperfError(f"--threads wants counts such as 1,2, got '{args.threads}'") from None
+    done = calibrate(spec, models=args.models, builds=args.builds.split(","), threads=threads,
+                     checkpoint=args.checkpoint,
                      settings=settings,
                      progress=None if args.json else lambda line: print(line, file=sys.stderr))
     if args.json:
@@ -233,7 +238,11 @@ def register_calibrate(sub: argparse._SubParsersAction) -> None:
                                          "this CPU's predictions (few-shot)")
     p.add_argument("--hw", default="local", help="local, local/ISA or local/ISA/Nt to measure at")
     p.add_argument("--models", type=int, default=10, help="zoo models to measure (>= 2)")
-    p.add_argument("--build", default="sampled:0")
+    p.add_argument("--builds", default="default,sampled:0",
+                   help="builds to measure each model in, comma-separated (tuned builds take "
+                        "sampled's factor)")
+    p.add_argument("--threads", default=None, metavar="N,M",
+                   help="thread counts to measure at (default: 1 and --hw's)")
     p.add_argument("--checkpoint", type=Path, default=None)
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--quiet-timeout", type=float, default=120.0,
