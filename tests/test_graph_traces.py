@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gnnperf.cli import main
-from gnnperf.data import _records_and_graphs
+from gnnperf.data.dataset import _records_and_graphs
 from gnnperf.graph_traces import add_graph_traces
 from gnnperf.shards import ShardWriter, iter_lines
 

@@ -1,0 +1,38 @@
+"""The measured dataset as PyTorch Geometric graphs, plus its statistics and splits.
+
+Shards (``datasets/shards/*.jsonl.gz``) hold graphs and labels; re-measurements for
+the noise floor live in ``datasets/noise/`` (:mod:`gnnperf.dataset_folder` says how a
+folder is laid out). :class:`LatencyDataset` turns every
+record into a ``Data`` object whose node features are the kernel features followed
+by the hardware features (the hardware is on every node), with ``y`` the log of the
+whole-model median latency in ms and ``y_kernel`` the log per-kernel latencies.
+Features are stored raw; normalisation statistics are fitted on a training split
+only (:class:`FeatureScaler`).
+
+Modules, in the order data flows: :mod:`.encoding` (a record and its kernel graph as a
+``Data``), :mod:`.dataset` (the folder as an ``InMemoryDataset``, cached per content
+fingerprint), :mod:`.splits` (which records train, validate and test), :mod:`.scaling`
+(normalisation fitted on training graphs) and :mod:`.stats` (counts and noise floors).
+"""
+
+from __future__ import annotations
+
+from ..dataset_folder import DatasetFolder, default_root
+from .dataset import GRAPH_KINDS, LatencyDataset, existing_folder, fingerprint
+from .encoding import (
+    BUILD_FEATURE_NAMES,
+    build_feature_vector,
+    feature_names,
+    graph_to_data,
+    record_hardware,
+    record_to_data,
+)
+from .scaling import FeatureScaler
+from .splits import SPLITS, calibration_mask, is_testable, split_group, split_indices
+from .stats import dataset_stats, noise_pairs
+
+__all__ = ["BUILD_FEATURE_NAMES", "GRAPH_KINDS", "SPLITS", "DatasetFolder", "FeatureScaler",
+           "LatencyDataset", "build_feature_vector", "calibration_mask", "dataset_stats",
+           "default_root", "existing_folder", "feature_names", "fingerprint",
+           "graph_to_data", "is_testable", "noise_pairs", "record_hardware",
+           "record_to_data", "split_group", "split_indices"]

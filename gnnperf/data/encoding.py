@@ -1,0 +1,110 @@
+"""Records and kernel graphs as PyG ``Data``: node features (kernel ⊕ build ⊕ hardware),
+dataflow edges, whole-model and per-kernel labels."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+import torch
+from torch_geometric.data import Data
+
+from ..build_config import BUILD_KINDS, BuildConfig
+from ..errors import DatasetError
+from ..features import KernelGraph, node_feature_names, node_feature_vector
+from ..hardware import FEATURE_NAMES as HW_FEATURE_NAMES
+from ..hardware import HardwareSpec
+from ..kernel_model.dataset import candidate_rows, kernel_input_vector
+from ..shards import is_v2
+from .splits import split_group
+
+#: One-hot build kind on every node. The kernel graph also shows the build in its loop
+#: features; the unfused operator graph (an ablation) has no other way to know it.
+BUILD_FEATURE_NAMES = [f"build_{kind}" for kind in BUILD_KINDS]
+
+
+def feature_names() -> list[str]:
+    """Node columns: kernel features, build kind, then hardware (hardware always last)."""
+    return node_feature_names() + BUILD_FEATURE_NAMES + [f"hw_{n}" for n in HW_FEATURE_NAMES]
+
+
+def build_feature_vector(build: str) -> list[float]:
+    kind = BuildConfig.parse(build).kind
+    return [1.0 if kind == k else 0.0 for k in BUILD_KINDS]
+
+
+def graph_to_data(graph: KernelGraph, hw: HardwareSpec, build: str | None = None) -> Data:
+    """Node features (kernel ⊕ build ⊕ hardware), dataflow edges with log bytes; no labels.
+
+    ``build`` defaults to the graph's own (operator graphs carry none and must pass it).
+    """
+    n = len(graph.nodes)
+    if n == 0:
+        raise DatasetError("a kernel graph without kernels cannot be encoded")
+    shared = build_feature_vector(build or graph.build) + hw.feature_vector()
+    x = torch.tensor([node_feature_vector(node, n) + shared for node in graph.nodes],
+                     dtype=torch.float32)
+    if graph.edges:
+        edge_index = torch.tensor([[a for a, _, _ in graph.edges], [b for _, b, _ in graph.edges]],
+                                  dtype=torch.long)
+        edge_attr = torch.tensor([[math.log1p(c)] for _, _, c in graph.edges],
+                                 dtype=torch.float32)
+    else:
+        edge_index = torch.zeros((2, 0), dtype=torch.long)
+        edge_attr = torch.zeros((0, 1), dtype=torch.float32)
+    kind = BuildConfig.parse(build or graph.build).kind
+    # the kernel cost model's inputs: each kernel described as the kernel dataset describes
+    # a measured schedule (tir kernels only; builtins are data movement it never saw)
+    x_kernel = torch.tensor([kernel_input_vector(node, node.schedule_trace, hw)
+                             for node in graph.nodes], dtype=torch.float32)
+    # a tuned kernel's candidate schedules, each row naming its kernel (PyG shifts an
+    # ``*_index`` attribute by the nodes before it when it batches graphs)
+    candidates = [(node.index, row) for node in graph.nodes if kind == "tuned"
+                  for row in candidate_rows(node, hw)]
+    x_candidates = torch.tensor([row for _, row in candidates], dtype=torch.float32
+                                ).reshape(len(candidates), x_kernel.shape[1])
+    return Data(x=x, edge_index=edge_index, edge_attr=edge_attr, num_nodes=n,
+                x_kernel=x_kernel, x_candidates=x_candidates,
+                candidates_node_index=torch.tensor([i for i, _ in candidates],
+                                                   dtype=torch.long),
+                kernel_model_mask=torch.tensor([node.kind == "tir" for node in graph.nodes]),
+                kernel_tuned=torch.full((n,), kind == "tuned", dtype=torch.bool))
+
+
+def record_hardware(record: dict[str, Any]) -> HardwareSpec:
+    """The record's hardware as it was while the label was taken: under measurement v2,
+    with the medians of the reference kernels timed beside the label."""
+    hw = HardwareSpec.from_dict(record["hw"])
+    if is_v2(record):
+        hw = replace(hw, reference_ms={k: float(v["median_ms"])
+                                       for k, v in record["reference"].items()})
+    return hw
+
+
+def record_to_data(record: dict[str, Any], graph: KernelGraph) -> Data:
+    data = graph_to_data(graph, record_hardware(record), record["build"])
+    n = data.num_nodes
+    kernels = record.get("kernels_ms")
+    if kernels is not None and len(kernels) == n:
+        y_kernel = torch.tensor([math.log(max(k, 1e-6)) for k in kernels], dtype=torch.float32)
+        mask = torch.ones(n, dtype=torch.bool)
+    else:
+        y_kernel = torch.zeros(n, dtype=torch.float32)
+        mask = torch.zeros(n, dtype=torch.bool)
+    data.y = torch.tensor([math.log(record["whole"]["median_ms"])], dtype=torch.float32)
+    data.y_kernel = y_kernel
+    data.kernel_mask = mask
+    data.kernel_sum_ms = torch.tensor([record.get("kernel_sum_ms") or float("nan")],
+                                      dtype=torch.float32)
+    data.cv = torch.tensor([record["whole"].get("cv", 0.0)], dtype=torch.float32)
+    data.threads = torch.tensor([int(record["hw"]["threads"])], dtype=torch.long)
+    # pre-v2 labels (no machine state beside them) are never tested on, and weigh less
+    data.v2 = torch.tensor([is_v2(record)], dtype=torch.bool)
+    data.model_id = record["model_id"]
+    data.group = split_group(record)
+    data.family = record["model"]["family"]
+    data.hw_id = record["hw_id"]
+    data.build = record["build"]
+    data.key = record["key"]
+    return data

@@ -1,0 +1,125 @@
+"""A dataset folder's counts, latency range, failures and whole-model noise floors."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from ..cpu_identity import signature_of_hw
+from ..dataset_folder import DatasetFolder
+from ..hardware import host_of
+from ..measure.reference import aa_floor
+from ..shards import is_probed, iter_lines, latest_records, shard_paths
+from .dataset import existing_folder
+
+
+def noise_pairs(root: str | os.PathLike[str] | DatasetFolder | None
+                ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(record, its re-measurement) for every re-measurement in the folder's ``noise/``.
+
+    The record is the one that was repeated (matched by its creation time), not a
+    newer record of the same key.
+    """
+    folder = DatasetFolder.resolve(root)
+    noise_dir = folder.noise
+    if not noise_dir.is_dir():
+        return []
+    records = {(r["key"], r.get("created_at")): r
+               for r in iter_lines(folder.shards, kinds=("record",))}
+    return [(records[pair], obj) for obj in iter_lines(noise_dir, kinds=("remeasure",))
+            if (pair := (obj["key"], obj.get("first_created_at"))) in records]
+
+
+Pair = tuple[dict[str, Any], dict[str, Any]]
+
+
+def _noise_floor(pairs: list[Pair]) -> float | None:
+    """MAPE (%) between first and second measurement of each record; None without pairs."""
+    return aa_floor(pairs, "whole")["mape"]
+
+
+def _group_pairs(pairs: list[Pair], key: Callable[[dict[str, Any]], str]
+                 ) -> dict[str, list[Pair]]:
+    groups: dict[str, list[Pair]] = {}
+    for pair in pairs:
+        groups.setdefault(key(pair[0]), []).append(pair)
+    return groups
+
+
+def _noise_floor_per(pairs: list[Pair], key: Callable[[dict[str, Any]], str]
+                     ) -> dict[str, float]:
+    """:func:`_noise_floor` of each group of pairs, grouped by ``key`` of the first record."""
+    return {k: mape for k, v in sorted(_group_pairs(pairs, key).items())
+            if (mape := _noise_floor(v)) is not None}
+
+
+def _cpu_id(record: dict[str, Any]) -> str:
+    return signature_of_hw(record["hw"]).id
+
+
+def dataset_stats(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """Counts, latency range, failures and noise floor of a dataset folder."""
+    folder = existing_folder(root)
+    shards = folder.shards
+    records = latest_records(shards)
+    signatures = [signature_of_hw(r["hw"]) for r in records]
+    failures = list(iter_lines(shards, kinds=("failure",)))
+    lat = [r["whole"]["median_ms"] for r in records]
+    per_family = Counter(r["model"]["family"] for r in records)
+    per_hw = Counter(r["hw_id"] for r in records)
+    per_build = Counter(r["build"] for r in records)
+    models_per_build = {b: len({r["model_id"] for r in records if r["build"] == b})
+                        for b in per_build}
+    pairs = noise_pairs(folder)
+    probed = [(r, o) for r, o in pairs if is_probed(r) and is_probed(o)]
+    unprobed = [(r, o) for r, o in pairs if not (is_probed(r) and is_probed(o))]
+    # The floor of the current protocol; pairs taken before the speed probe are reported
+    # apart, since they also hold host slowdowns the probe now rejects.
+    noise_pairs_used = probed or unprobed
+    cpus = sorted({r["hw"]["cpu_model"] for r in records})
+    sizes = [p.stat().st_size for p in shard_paths(shards)]
+    noise_sizes = ([p.stat().st_size for p in shard_paths(folder.noise)]
+                   if folder.noise.is_dir() else [])
+    return {
+        "records": len(records),
+        "models": len({r["model_id"] for r in records}),
+        "families": len(per_family),
+        "hw_configs": len(per_hw),
+        "builds": len(per_build),
+        "records_with_kernel_labels": sum(r.get("kernels_ms") is not None for r in records),
+        "failures": len(failures),
+        "failures_by_stage": dict(Counter(f["stage"] for f in failures)),
+        "noise_floor_mape": _noise_floor(noise_pairs_used),
+        "noise_floor_records": len(noise_pairs_used),
+        "noise_floor_by_build_threads": _noise_floor_per(
+            noise_pairs_used, lambda r: f"{r['build']}/{r['hw']['threads']}t"),
+        # each machine apart too: a noisier host must not hide behind a quieter one's pairs
+        # keyed by CPU signature id: one model name ("AMD EPYC") covers two CPUs here
+        "noise_floor_by_cpu": {cpu: aa_floor(group, "whole") for cpu, group in sorted(
+            _group_pairs(noise_pairs_used, _cpu_id).items())},
+        "noise_floor_by_host": _noise_floor_per(noise_pairs_used,
+                                                lambda r: host_of(r["hw_id"])),
+        "noise_floor_protocol": "speed-probe" if probed else "load-guard",
+        "noise_floor_unprobed_mape": _noise_floor(unprobed),
+        "noise_floor_unprobed_records": len(unprobed),
+        "records_probed": sum(is_probed(r) for r in records),
+        # measured under the v2 protocol: reference kernels timed beside the label
+        "records_with_reference": sum(r.get("reference") is not None for r in records),
+        "latency_ms_min": float(min(lat)) if lat else None,
+        "latency_ms_max": float(max(lat)) if lat else None,
+        "per_family": dict(sorted(per_family.items())),
+        "per_hw": dict(sorted(per_hw.items())),
+        # the names the kernel-dataset issue checks its `tuned` target by
+        "records_by_build": dict(sorted(per_build.items())),
+        "models_by_build": dict(sorted(models_per_build.items())),
+        "cpu_models": cpus,
+        "per_cpu": dict(sorted(Counter(sig.id for sig in signatures).items())),
+        "cpu_signatures": {sig.id: sig.to_dict() for sig in sorted(set(signatures),
+                                                                    key=lambda g: g.id)},
+        "shard_bytes": sum(sizes),
+        "shards": len(sizes),
+        "noise_shard_bytes": sum(noise_sizes),
+        "noise_shards": len(noise_sizes),
+    }
