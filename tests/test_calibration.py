@@ -119,3 +119,9 @@ def test_calibrate_measures_here_and_predict_applies_it_to_this_cpu_only(
     assert load_calibration("another-cpu", done.checkpoint_sha256) is not None
     assert main(["calibrate", "--models", "1"]) == 2
     assert "at least 2" in capsys.readouterr().err
+    # bad input fails in one line before anything is measured
+    assert main(["calibrate", "--threads", "two"]) == 2
+    assert "--threads wants counts" in capsys.readouterr().err
+    assert main(["calibrate", "--builds", "tuned"]) == 2
+    err = capsys.readouterr().err
+    assert "untuned" in err and len(err.strip().splitlines()) == 1
