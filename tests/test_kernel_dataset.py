@@ -272,3 +272,41 @@ def test_candidates_whose_code_generation_runs_away_are_left_out(tmp_path: Path)
     with pytest.raises(GnnperfError, match="did not finish"):
         compile_candidates(cands, hw.target(), tmp_path / "c.so", batch_timeout_s=0.0,
                            each_timeout_s=0.0)
+
+
+def test_schedules_of_a_shared_workload_are_drawn_on_the_stored_kernel(tmp_path: Path) -> None:
+    """Two kernels of one structure (one workload id) may name their blocks differently;
+    a trace names the blocks it transforms, so schedules drawn on the kernel at hand
+    would not replay on the workload the dataset stored from another model."""
+    from tvm import te
+    from tvm.s_tir.meta_schedule.database import TuningRecord, Workload
+
+    from gnnperf.kernel_dataset.collector import KernelCollector
+    from gnnperf.kernel_dataset.workloads import KernelWorkload, candidates, workload_id
+
+    def matmul(block: str) -> KernelWorkload:
+        a, b = te.placeholder((32, 32), name="A"), te.placeholder((32, 32), name="B")
+        k = te.reduce_axis((0, 32), "k")
+        c = te.compute((32, 32), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name=block)
+        func = te.create_prim_func([a, b, c])
+        return KernelWorkload(workload_id(func), f"fused_{block}", func)
+
+    first, other = matmul("matmul"), matmul("dense")
+    assert first.workload_id == other.workload_id
+    target = HardwareSpec.local("x86-64-v3", 1, measure=False).target()
+    collector = KernelCollector(tmp_path, [("x86-64-v3", 1)], tuned=False)
+    try:
+        collector.workloads_written[first.workload_id] = Workload(first.module()).as_json()
+        drawn = collector.as_stored(other)
+    finally:
+        collector.close()
+    assert drawn.name == other.name  # its inputs are captured under this model's name
+    stored = Workload.from_json(collector.workloads_written[first.workload_id])
+
+    def replay(workload: KernelWorkload) -> None:
+        for cand in candidates(workload, target, 2, unscheduled=False)[0]:
+            TuningRecord(cand.trace, stored).as_measure_candidate()
+
+    replay(drawn)
+    with pytest.raises(Exception, match="dense|not rendered|block"):  # TVM's C++ error
+        replay(other)

@@ -71,19 +71,20 @@ class KernelSummary(CollectSummary):
                 f"{self.tuned.line()}")
 
 
-def _progress(folder: Path) -> tuple[set[str], set[str], set[str], set[tuple[str, str]]]:
+def _progress(folder: Path) -> tuple[set[str], set[str], dict[str, Any],
+                                     set[tuple[str, str]]]:
     """What a collector resumes from, in one pass over ``folder``'s shards: the
     ``workload|hw_id`` pairs finished (measured, failed or never executed), those that
     count as covered for a ``tuned`` build (measured, or never executed), the workloads
-    and the (model, ISA) pairs already written."""
+    written (MetaSchedule's JSON of each) and the (model, ISA) pairs written."""
     done: set[str] = set()
     covered: set[str] = set()
-    workloads: set[str] = set()
+    workloads: dict[str, Any] = {}
     models: set[tuple[str, str]] = set()
     kinds = ("kernel_done", "kernel_failure", "kernel_workload", "kernel_model")
     for o in iter_lines(folder, kinds=kinds) if folder.exists() else ():
         if o["kind"] == "kernel_workload":
-            workloads.add(o["workload_id"])
+            workloads[o["workload_id"]] = o["ms_workload"]
         elif o["kind"] == "kernel_model":
             models.add((o["model_id"], o["isa"]))
         else:
@@ -113,6 +114,7 @@ class KernelCollector:
             self.isas.setdefault(isa, []).append(threads)
         self.done, self.covered, self.workloads_written, self.models_written = \
             _progress(self.folder)
+        self.stored_funcs: dict[str, Any] = {}
         host = socket.gethostname().split(".")[0] or "host"
         self.writer = ShardWriter(self.folder, shard_prefix or f"kernels-{host}")
         self.hw_specs: dict[tuple[str, int], HardwareSpec] = {}
@@ -154,6 +156,20 @@ class KernelCollector:
         self.writer.close()
         for collector in self.tuned_collectors.values():
             collector.close()
+
+    def as_stored(self, w: KernelWorkload) -> KernelWorkload:
+        """``w`` as the dataset stored it, written from the model that first had it.
+
+        Two kernels with one structure (one workload id) may name their blocks and buffers
+        differently, and a schedule's trace names the blocks it transforms: drawn on the
+        stored function, the schedules replay on the stored workload, as MetaSchedule's
+        database (and the ``tuned`` build that queries it) replays them."""
+        from tvm.s_tir.meta_schedule.database import Workload
+
+        if w.workload_id not in self.stored_funcs:
+            self.stored_funcs[w.workload_id] = Workload.from_json(
+                self.workloads_written[w.workload_id]).mod["main"]
+        return KernelWorkload(w.workload_id, w.name, self.stored_funcs[w.workload_id])
 
     # -- one model --------------------------------------------------------------------------
     def collect_model(self, spec: zoo.ModelSpec, summary: KernelSummary) -> None:
@@ -207,10 +223,13 @@ class KernelCollector:
 
         pending = [h for h in hws if f"{w.workload_id}|{h.hw_id}" not in self.done]
         if w.workload_id not in self.workloads_written:
+            stored = Workload(w.module()).as_json()
             self.writer.append({"kind": "kernel_workload", "workload_id": w.workload_id,
                                 "name": w.name, "first_model": spec.model_id,
-                                "ms_workload": Workload(w.module()).as_json()})
-            self.workloads_written.add(w.workload_id)
+                                "ms_workload": stored})
+            self.workloads_written[w.workload_id] = stored
+        else:
+            w = self.as_stored(w)
         if w.name not in captured:
             # not a kernel that runs: e.g. a reshape the VM performs as a builtin
             for h in pending:
