@@ -111,6 +111,29 @@ def test_the_export_is_a_database_metaschedule_applies(kernel_root: Path,
         assert isinstance(mod, tvm.IRModule)
 
 
+def test_export_db_writes_the_database_and_names_the_stored_ids_on_a_wrong_one(
+        kernel_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``gnnperf dataset export-db``: the same database as :func:`export_database`, and a
+    hardware id with no records is one line naming the ids there are, exit code 2."""
+    from tvm.s_tir.meta_schedule.database import JSONDatabase
+
+    from gnnperf.cli import main
+
+    hw_id = next(kernel_records(kernel_root))["hw_id"]
+    sampled = [r for r in kernel_records(kernel_root) if r["schedule"] == "sampled"]
+    out = tmp_path / "db"
+    assert main(["dataset", "export-db", "--root", str(kernel_root), "--hw-id", hw_id,
+                 "--out", str(out)]) == 0
+    assert len(JSONDatabase(work_dir=str(out)).get_all_tuning_records()) == len(sampled)
+    capsys.readouterr()
+    assert main(["dataset", "export-db", "--root", str(kernel_root), "--hw-id",
+                 "no-such-cpu/x86-64-v3/1t", "--out", str(tmp_path / "other")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and hw_id in err
+    assert not (tmp_path / "other").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["db"]
+
+
 def test_a_covered_model_gets_a_whole_model_tuned_record(kernel_root: Path) -> None:
     """Once every kernel of a zoo model has its schedules, the collector measures the model
     built with the fastest of each (the ``tuned`` build) into the record shards."""
@@ -121,6 +144,24 @@ def test_a_covered_model_gets_a_whole_model_tuned_record(kernel_root: Path) -> N
     assert rec["whole"]["median_ms"] > 0 and rec["kernels_ms"]
     assert rec["tuned"]["schedules_per_workload"] == 3
     assert set(rec["reference"]) == {"gemm", "stream", "chain"}
+
+
+def test_a_model_with_a_kernel_it_never_runs_gets_its_tuned_record_in_the_same_run(
+        tmp_path: Path) -> None:
+    """Tiny VGG's flatten is a reshape the VM does as a builtin: its workload is never
+    executed, which covers it for a ``tuned`` build. The collector used to learn that only
+    when it read its shards back, so such a model (most convnets) got its whole-model
+    ``tuned`` record from a later run, never the one that timed its kernels."""
+    from gnnperf.shards import latest_records
+
+    spec = zoo.tiny_spec("vgg")
+    summary = collect_kernels(tmp_path, [spec], HW, schedules=1, settings=TINY,
+                              progress=False)
+    stages = [o["stage"] for o in iter_lines(tmp_path / "kernels", kinds=("kernel_failure",))]
+    assert stages and set(stages) == {"not-executed"}
+    assert summary.tuned.done == 1
+    (rec,) = [r for r in latest_records(tmp_path / "shards") if r["build"] == "tuned"]
+    assert rec["model_id"] == spec.model_id
 
 
 def test_the_tuned_build_applies_the_fastest_measured_schedule_of_each_kernel(

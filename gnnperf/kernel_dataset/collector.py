@@ -318,6 +318,8 @@ class KernelCollector:
                             "workload_id": w.workload_id, "hw_id": hw.hw_id, "stage": stage,
                             "reason": reason, "created_at": time.time()})
         self.done.add(f"{w.workload_id}|{hw.hw_id}")
+        if stage == NOT_EXECUTED:  # as _progress reads it back: nothing to tune there
+            self.covered.add(f"{w.workload_id}|{hw.hw_id}")
 
 
 def _features(cand: Candidate, target: tvm.target.Target) -> dict[str, Any]:
