@@ -1,4 +1,4 @@
-"""The ``dataset`` subcommand: ``dataset stats`` and ``dataset remeasure``."""
+"""The ``dataset`` subcommand: ``stats``, ``remeasure``, ``traces`` and ``export-db``."""
 
 from __future__ import annotations
 
@@ -74,8 +74,17 @@ def cmd_dataset_traces(args: argparse.Namespace) -> int:
     return 1 if summary.all_failed else 0
 
 
+def cmd_dataset_export_db(args: argparse.Namespace) -> int:
+    from ..kernel_dataset import export_database
+
+    out = export_database(args.root, args.hw_id, args.out)
+    print(f"MetaSchedule JSONDatabase of {args.hw_id} in {out} (apply it with "
+          f"relax.transform.MetaScheduleApplyDatabase)")
+    return 0
+
+
 def register_dataset(sub: argparse._SubParsersAction) -> None:
-    """``gnnperf dataset stats``, ``remeasure`` and ``traces``."""
+    """``gnnperf dataset stats``, ``remeasure``, ``traces`` and ``export-db``."""
     p = sub.add_parser("dataset", help="inspect a dataset folder")
     dsub = p.add_subparsers(dest="dataset_command", required=True)
     q = dsub.add_parser("stats", help="counts, latency range and noise floor")
@@ -103,3 +112,14 @@ def register_dataset(sub: argparse._SubParsersAction) -> None:
                    help="dataset folder, as written by `collect --out DIR` (default: shipped)")
     q.add_argument("--limit", type=int, default=None, help="at most this many graphs")
     q.set_defaults(func=cmd_dataset_traces)
+    q = dsub.add_parser("export-db", help="the measured schedules of one hardware id as a "
+                                          "MetaSchedule JSONDatabase, for TVM to apply")
+    q.add_argument("--root", type=Path, default=None, metavar="DIR",
+                   help="dataset folder, as written by `collect --out DIR` (default: shipped)")
+    q.add_argument("--hw-id", required=True, metavar="CPU/ISA/Nt",
+                   help="hardware id of the kernel records, e.g. amd-f25m17s1-aad670/"
+                        "x86-64-v3/2t (a wrong one gets the list of those stored)")
+    q.add_argument("--out", type=Path, required=True, metavar="FOLDER",
+                   help="where database_workload.json and database_tuning_record.json go "
+                        "(replaced as a whole, never half-written)")
+    q.set_defaults(func=cmd_dataset_export_db)

@@ -133,7 +133,9 @@ def _fill(db: Any, root: str | os.PathLike[str] | DatasetFolder | None, hw_id: s
         db.commit_tuning_record(TuningRecord.from_json(rec["ms_record"], committed[wid]))
         n += 1
     if not n:
-        raise DatasetError(f"no kernel records of hardware '{hw_id}' under {folder}")
+        known = sorted({r["hw_id"] for r in kernel_records(root)})
+        raise DatasetError(f"no kernel records of hardware '{hw_id}' under {folder}"
+                           + (f" (it has: {', '.join(known)})" if known else ""))
     return n
 
 
