@@ -111,6 +111,48 @@ def test_the_export_is_a_database_metaschedule_applies(kernel_root: Path,
         assert isinstance(mod, tvm.IRModule)
 
 
+def _apply_as_datasets_readme_says(db_dir: Path, kernel_root: Path) -> None:
+    """datasets/README's recipe: TVM's own ``MetaScheduleApplyDatabase`` on a model fused
+    by the CPU pipeline gives each measured kernel the database's top-1 schedule."""
+    import tvm
+    import tvm_ffi
+    from tvm import relax
+    from tvm.relax.backend.cpu_generic import pipeline
+    from tvm.s_tir.meta_schedule.database import JSONDatabase
+
+    from gnnperf.kernel_dataset.workloads import workload_id
+    from gnnperf.onnx_import import import_to_relax, load_onnx
+
+    hw = HardwareSpec.local("x86-64-v3", 1, measure=False)
+    measured = {r["workload_id"] for r in kernel_records(kernel_root, hw.record_hw_id)
+                if r["schedule"] == "sampled"}
+    db = JSONDatabase(work_dir=str(db_dir))
+    mod = import_to_relax(load_onnx(zoo.export_onnx(zoo.tiny_spec("mixer"))))
+    target = hw.target()
+    with target:
+        fused = tvm.transform.Sequential(pipeline.library_dispatch_passes(target)
+                                         + pipeline.legalize_passes(target))(mod)
+        applied = relax.transform.MetaScheduleApplyDatabase(work_dir=str(db_dir))(fused)
+        final = tvm.transform.Sequential(pipeline.dataflow_lower_passes(target)
+                                         + pipeline.finalize_passes(target))(applied)
+    ex = tvm.compile(final, target, relax_pipeline=None)
+    vm = relax.VirtualMachine(ex, tvm.cpu())
+    inputs = [tvm.runtime.tensor(np.zeros([int(d) for d in p.ty.shape], str(p.ty.dtype)))
+              for p in mod["main"].params]
+    assert np.isfinite(vm["main"](*inputs).numpy()).all()
+    scheduled = 0
+    for gv, func in fused.functions.items():
+        if not isinstance(func, tvm.tirx.PrimFunc) or workload_id(func) not in measured:
+            continue
+        top1 = db.query_ir_module(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}),
+                                  target, "main")["main"]
+        got = applied[gv.name_hint]
+        assert not tvm_ffi.structural_equal(got.body, func.body, map_free_vars=True)
+        assert tvm_ffi.structural_equal(got.body, top1.body, map_free_vars=True), gv.name_hint
+        scheduled += 1
+    assert scheduled == len(measured)
+
+
 def test_export_db_writes_the_database_and_names_the_stored_ids_on_a_wrong_one(
         kernel_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``gnnperf dataset export-db``: the same database as :func:`export_database`, and a
@@ -125,6 +167,7 @@ def test_export_db_writes_the_database_and_names_the_stored_ids_on_a_wrong_one(
     assert main(["dataset", "export-db", "--root", str(kernel_root), "--hw-id", hw_id,
                  "--out", str(out)]) == 0
     assert len(JSONDatabase(work_dir=str(out)).get_all_tuning_records()) == len(sampled)
+    _apply_as_datasets_readme_says(out, kernel_root)
     capsys.readouterr()
     assert main(["dataset", "export-db", "--root", str(kernel_root), "--hw-id",
                  "no-such-cpu/x86-64-v3/1t", "--out", str(tmp_path / "other")]) == 2
