@@ -194,8 +194,8 @@ def test_speed_probe_sees_a_cpu_shared_with_a_busy_process() -> None:
     probe = SpeedProbe(cpus=[cpu], rounds=4000)
     probe.calibrate(samples=5, pause_s=0.0)
     assert probe.best_ms[cpu] > 0
-    # against this CPU's own state now, not its best: on a noisy host (the Zen 3 guests)
-    # the probe never gets back within 1.3x of its best, spinner or not
+    # against this CPU's quiet readings now, not its best: on a noisy host (the Zen 3
+    # guests) a quiet probe is not always back within 1.3x of its best
     quiet = min(probe.slowdowns()[cpu] for _ in range(3))
     spinner = subprocess.Popen(
         [sys.executable, "-c",

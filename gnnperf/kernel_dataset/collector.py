@@ -71,6 +71,12 @@ class KernelSummary(CollectSummary):
                 f"{self.tuned.line()}")
 
 
+def _covers_tuned(line: dict[str, Any]) -> bool:
+    """Whether a line closing a (workload, hardware) pair covers it for a ``tuned`` build:
+    the pair was measured, or its kernel never runs (nothing to schedule)."""
+    return line["kind"] == "kernel_done" or line["stage"] == NOT_EXECUTED
+
+
 def _progress(folder: Path) -> tuple[set[str], set[str], dict[str, Any],
                                      set[tuple[str, str]]]:
     """What a collector resumes from, in one pass over ``folder``'s shards: the
@@ -89,7 +95,7 @@ def _progress(folder: Path) -> tuple[set[str], set[str], dict[str, Any],
             models.add((o["model_id"], o["isa"]))
         else:
             done.add(o["key"])
-            if o["kind"] == "kernel_done" or o["stage"] == NOT_EXECUTED:
+            if _covers_tuned(o):
                 covered.add(o["key"])
     return done, covered, workloads, models
 
@@ -270,15 +276,13 @@ class KernelCollector:
                         seed=int(w.workload_id, 16) % 2**31)
                     for cand, timing, feats in zip(cands, batch.timings, features, strict=True):
                         self._record(w, h, cand, timing, batch, spec, gflop, feats)
-                    self.writer.append({
+                    self._close_pair({
                         "kind": "kernel_done", "key": f"{w.workload_id}|{h.hw_id}",
                         "candidates": len(cands), "schedules_drawn": self.schedules,
                         "failed_seeds": failed_seeds, "dropped": dropped_why,
                         "unscheduled_timed": not cands[0].seeds,
                         "sample_s": round(sample_s, 3), "compile_s": round(compile_s, 3),
                         "measure_s": round(time.perf_counter() - start, 3)})
-                    self.done.add(f"{w.workload_id}|{h.hw_id}")
-                    self.covered.add(f"{w.workload_id}|{h.hw_id}")
                     summary.measurements += len(cands)
             summary.done += 1
         except Exception as exc:
@@ -314,12 +318,17 @@ class KernelCollector:
             "versions": self.versions, "created_at": time.time()})
 
     def _fail(self, w: KernelWorkload, hw: HardwareSpec, stage: str, reason: str) -> None:
-        self.writer.append({"kind": "kernel_failure", "key": f"{w.workload_id}|{hw.hw_id}",
-                            "workload_id": w.workload_id, "hw_id": hw.hw_id, "stage": stage,
-                            "reason": reason, "created_at": time.time()})
-        self.done.add(f"{w.workload_id}|{hw.hw_id}")
-        if stage == NOT_EXECUTED:  # as _progress reads it back: nothing to tune there
-            self.covered.add(f"{w.workload_id}|{hw.hw_id}")
+        self._close_pair({"kind": "kernel_failure", "key": f"{w.workload_id}|{hw.hw_id}",
+                          "workload_id": w.workload_id, "hw_id": hw.hw_id, "stage": stage,
+                          "reason": reason, "created_at": time.time()})
+
+    def _close_pair(self, line: dict[str, Any]) -> None:
+        """Write the line that closes a (workload, hardware) pair and note it as done and,
+        by the same rule :func:`_progress` reads back, as covered for a ``tuned`` build."""
+        self.writer.append(line)
+        self.done.add(line["key"])
+        if _covers_tuned(line):
+            self.covered.add(line["key"])
 
 
 def _features(cand: Candidate, target: tvm.target.Target) -> dict[str, Any]:
