@@ -30,7 +30,7 @@ from . import __version__, zoo
 from .build_config import BuildConfig
 from .cpu_identity import CpuSignature, signature_of_hw
 from .dataset_folder import DatasetFolder
-from .errors import DatasetError, GnnperfError, HardwareError, one_line
+from .errors import GnnperfError, HardwareError, one_line
 from .features import extract_graph, extract_onnx_graph
 from .hardware import HardwareSpec
 from .lowering import compile_lowered, export_executable, export_kernel_library, lower
@@ -416,8 +416,11 @@ class Collector:
                 traceback.print_exc()
 
     def remeasure_group(self, recs: list[dict[str, Any]], isa: str, build: BuildConfig,
-                        summary: CollectSummary) -> None:
-        """Measure again, whole model only, records sharing one (model, ISA, build)."""
+                        summary: CollectSummary, database: Any = None) -> None:
+        """Measure again, whole model only, records sharing one (model, ISA, build) and,
+        for a ``tuned`` build, one hardware id, whose tuned database ``database`` is (the
+        fastest schedule of a workload never changes once its pair is closed, so the
+        build made again is the one measured the first time)."""
         spec = zoo.ModelSpec.from_dict(recs[0]["model"])
         stage = "import"
         measured: set[str] = set()
@@ -428,7 +431,11 @@ class Collector:
             mod = import_to_relax(load_onnx(onnx_model))
             stage = "compile"
             target = HardwareSpec.from_dict(recs[0]["hw"]).target()
-            ex = compile_lowered(lower(mod, target, build))
+            if build.kind == "tuned" and database is None:
+                raise GnnperfError("a tuned record is re-measured with its hardware's tuned "
+                                   "database (none was given)")
+            lowered = lower(mod, target, build, database)
+            ex = compile_lowered(lowered)
             arrays = make_inputs(dict(spec.inputs), seed=spec.seed)
             with tempfile.TemporaryDirectory(prefix="gnnperf-remeasure-") as tmp:
                 lib = export_executable(ex, Path(tmp) / "model.so")
@@ -441,6 +448,7 @@ class Collector:
                     self.writer.append({
                         "kind": "remeasure", "key": rec["key"], "model_id": rec["model_id"],
                         "whole": m.whole.label(),
+                        "scheduled_kernels": len(lowered.traces),
                         "other_load": m.other_load, "attempts": m.attempts,
                         "slowdown": m.slowdown, "slow_tries": m.slow_tries,
                         "reference": m.reference,
@@ -495,63 +503,6 @@ def collect(
             for spec in interleaved_specs(families, count, start_seed):
                 collector.run_model(spec, summary, bar)
                 bar.set_postfix(done=summary.done, failed=summary.failed, refresh=False)
-    finally:
-        collector.close()
-        summary.seconds = time.time() - start
-    return summary
-
-
-def remeasure(
-    root: str | os.PathLike[str],
-    count: int,
-    *,
-    seed: int = 0,
-    settings: MeasureSettings | None = None,
-    progress: bool = True,
-    min_age_s: float = 0.0,
-) -> CollectSummary:
-    """Re-measure ``count`` existing records (whole model) into the folder's ``noise/``.
-
-    Only records at least ``min_age_s`` old are chosen: two measurements minutes apart
-    share the host's state and understate the floor (the A/A protocol wants ≥ 30 min).
-
-    The noise floor is the disagreement between two independent measurements of the same
-    (model, hardware, build) taken at different times; the ONNX is regenerated from the
-    recorded spec and must hash the same as the first time. Records taken under the
-    speed probe are chosen when there are any, so the floor describes the current protocol.
-    """
-    import numpy as np
-
-    folder = DatasetFolder.resolve(root)
-    if not folder.has_shards():
-        raise DatasetError(f"no dataset shards in {folder.root} to re-measure")
-    cpu = HardwareSpec.local(measure=False).cpu_signature
-    all_records = latest_records(folder.shards)
-    # a second measurement on another CPU would measure the machines' difference, not noise;
-    # "AMD EPYC" alone names two CPUs here, so the signature decides
-    records = [r for r in all_records if signature_of_hw(r["hw"]).matches(cpu)]
-    if all_records and not records:
-        raise HardwareError(f"no records in {folder.shards} were measured on this machine's "
-                            f"CPU ({cpu.id}, '{cpu.model_name}'); re-measure them where they "
-                            "were collected")
-    now = time.time()
-    records = [r for r in records if now - float(r.get("created_at", 0.0)) >= min_age_s]
-    probed = [r for r in records if is_probed(r)]
-    already = done_keys(folder.noise)
-    pool = [r for r in (probed or records) if r["key"] not in already]
-    rng = np.random.default_rng(seed)
-    chosen = [pool[i] for i in rng.permutation(len(pool))[:count]]
-    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
-    for rec in chosen:
-        groups.setdefault((rec["model_id"], rec["hw"]["isa"], rec["build"]), []).append(rec)
-    collector = Collector(folder.noise, [], [], settings=settings, shard_prefix="noise")
-    summary = CollectSummary()
-    start = time.time()
-    try:
-        with tqdm(total=len(chosen), unit="rec", disable=not progress) as bar:
-            for (_, isa, build), recs in groups.items():
-                collector.remeasure_group(recs, isa, BuildConfig.parse(build), summary)
-                bar.update(len(recs))
     finally:
         collector.close()
         summary.seconds = time.time() - start

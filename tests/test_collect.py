@@ -260,7 +260,7 @@ def test_hardware_ids_come_from_the_cpu_signature_and_never_mix_two_cpus(
 
 
 def test_noise_is_only_remeasured_on_the_cpu_that_measured_the_records(tmp_path: Path) -> None:
-    from gnnperf.collect import remeasure
+    from gnnperf.whole_model_noise import remeasure
 
     other = {**_this_cpu_as_legacy(), "l2_kb": _this_cpu_as_legacy()["l2_kb"] * 2 + 512}
     _legacy_record(tmp_path / "shards", other)  # same model name, another CPU
@@ -272,7 +272,7 @@ def test_remeasure_skips_records_younger_than_the_minimum_age(tmp_path: Path) ->
     """A/A pairs minutes apart share the host's state: too young records wait."""
     import time as clock
 
-    from gnnperf.collect import remeasure
+    from gnnperf.whole_model_noise import remeasure
 
     with ShardWriter(tmp_path / "shards", "s") as writer:
         writer.append({"kind": "record", "key": "m|x/x86-64-v3/1t|default",

@@ -189,6 +189,35 @@ def test_a_covered_model_gets_a_whole_model_tuned_record(kernel_root: Path) -> N
     assert set(rec["reference"]) == {"gemm", "stream", "chain"}
 
 
+def test_a_tuned_record_is_measured_again_with_the_schedules_it_was_measured_with(
+        kernel_root: Path, tmp_path: Path) -> None:
+    """The whole-model A/A of a ``tuned`` record builds the model again from its hardware's
+    tuned database. It used to lower a ``tuned`` build with no database, which leaves every
+    kernel unscheduled: the pair compared two different programs."""
+    import shutil
+
+    from gnnperf.shards import latest_records
+    from gnnperf.whole_model_noise import remeasure
+
+    root = tmp_path / "ds"
+    shutil.copytree(kernel_root, root)
+    (rec,) = [r for r in latest_records(root / "shards") if r["build"] == "tuned"]
+    summary = remeasure(root, 5, settings=TINY, progress=False)
+    assert (summary.done, summary.failed) == (1, 0), summary.line()
+    (again,) = iter_lines(root / "noise", kinds=("remeasure",))
+    assert again["key"] == rec["key"]
+    # every kernel ran with its schedule from the database, as the record's build did
+    from gnnperf.kernel_dataset import tuned_database
+    from gnnperf.lowering import lower_onnx
+
+    hw = HardwareSpec.local("x86-64-v3", 1, measure=False)
+    built = lower_onnx(zoo.export_onnx(zoo.tiny_spec("mixer")), hw, "tuned",
+                       database=tuned_database(root, rec["hw_id"]))
+    assert built.schedule_fallbacks == {}
+    assert again["scheduled_kernels"] == len(built.traces) > 0
+    assert again["whole"]["median_ms"] > 0
+
+
 def test_a_model_with_a_kernel_it_never_runs_gets_its_tuned_record_in_the_same_run(
         tmp_path: Path) -> None:
     """Tiny VGG's flatten is a reshape the VM does as a builtin: its workload is never

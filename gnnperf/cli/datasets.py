@@ -48,7 +48,6 @@ def cmd_dataset_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_dataset_remeasure(args: argparse.Namespace) -> int:
-    from ..collect import remeasure
     from ..data import default_root
     from ..measure import MeasureSettings
 
@@ -60,6 +59,8 @@ def cmd_dataset_remeasure(args: argparse.Namespace) -> int:
         summary = remeasure_kernels(root, args.count, seed=args.seed,
                                     min_age_s=args.min_age_minutes * 60, settings=settings)
     else:
+        from ..whole_model_noise import remeasure
+
         summary = remeasure(root, args.count, seed=args.seed,
                             min_age_s=args.min_age_minutes * 60, settings=settings)
     print(summary.line())
