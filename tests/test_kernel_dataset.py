@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -361,6 +362,39 @@ def test_kernel_timings_are_measured_again_for_the_noise_floor(kernel_root: Path
     assert kernel_stats(root)["kernel_noise_floor_by_cpu"] == floor
     # records younger than the minimum age are left alone
     assert remeasure_kernels(root, 2, min_age_s=3600.0, settings=TINY).done == 0
+
+
+def test_two_workloads_compile_together_and_nothing_compiles_while_a_kernel_is_timed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Code generation uses one core, about a third of the collector's time: two
+    workloads' libraries compile at once, and both are finished before either is timed
+    (a compile beside a timed kernel would slow it)."""
+    from gnnperf.kernel_dataset import collector as kc
+
+    events: list[str] = []
+    compiles: list[kc.CandidateCompile] = []
+    real_time_funcs = kc.time_funcs
+
+    class Watched(kc.CandidateCompile):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            compiles.append(self)
+            events.append("compile")
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        assert not any(c.proc.is_alive() for c in compiles)
+        events.append("time")
+        return real_time_funcs(*args, **kwargs)
+
+    monkeypatch.setattr(kc, "CandidateCompile", Watched)
+    monkeypatch.setattr(kc, "time_funcs", timed)
+    summary = collect_kernels(tmp_path, [zoo.tiny_spec("mixer")], HW, schedules=1,
+                              settings=TINY, progress=False)
+    assert summary.failed == 0 and summary.done >= 2, summary.line()
+    assert "compile,compile,time,time" in ",".join(events)
+    done = list(iter_lines(tmp_path / "kernels", kinds=("kernel_done",)))
+    assert len(done) == summary.done
+    assert all(d["compiled_together"] == 2 and d["compile_s"] > 0 for d in done)
 
 
 def test_candidates_whose_code_generation_runs_away_are_left_out(tmp_path: Path) -> None:

@@ -40,10 +40,10 @@ from .database import tuned_database
 from .workloads import (
     NOT_EXECUTED,
     Candidate,
+    CandidateCompile,
     KernelWorkload,
     candidates,
     capture_inputs,
-    compile_candidates,
     model_workloads,
 )
 
@@ -69,6 +69,26 @@ class KernelSummary(CollectSummary):
         return (f"{self.measurements} kernel measurements ({self.rate_per_hour:.0f}/h); "
                 f"workloads: {super().line()}; whole-model tuned records: "
                 f"{self.tuned.line()}")
+
+
+#: workloads whose candidate libraries compile at once (code generation uses one core)
+COMPILED_TOGETHER = 2
+
+
+@dataclass
+class _Drawn:
+    """A workload's schedules, drawn and described, on their way to being compiled and
+    timed on the hardware configs still pending."""
+
+    w: KernelWorkload
+    pending: list[HardwareSpec]
+    cands: list[Candidate]
+    features: list[dict[str, Any]]
+    gflop: float
+    failed_seeds: dict[int, str]
+    sample_s: float
+    compile_s: float = 0.0
+    dropped: dict[str, str] = field(default_factory=dict)
 
 
 def _covers_tuned(line: dict[str, Any]) -> bool:
@@ -213,18 +233,25 @@ class KernelCollector:
 
     def _time_workloads(self, spec: zoo.ModelSpec, lowered: Any, todo: list[KernelWorkload],
                         hws: list[HardwareSpec], summary: KernelSummary) -> None:
-        """Capture the model's kernel inputs in one run, then time each workload's schedules."""
+        """Capture the model's kernel inputs in one run, then time each workload's schedules,
+        :data:`COMPILED_TOGETHER` workloads at a time: their libraries compile together
+        (one core each), then each is timed on a machine where nothing compiles."""
         with tempfile.TemporaryDirectory(prefix="gnnperf-kernels-") as tmp:
             wait_for_quiet(self.settings.max_other_load, None)
             captured = capture_inputs(spec, lowered, Path(tmp),
                                       self.workers.get(hws[-1].threads), self.settings)
-            for w in todo:
-                self.collect_workload(w, spec, hws, captured, summary)
+            for first in range(0, len(todo), COMPILED_TOGETHER):
+                drawn = [d for w in todo[first:first + COMPILED_TOGETHER]
+                         if (d := self._draw(w, spec, hws, captured, summary)) is not None]
+                with tempfile.TemporaryDirectory(prefix="gnnperf-cands-") as libs:
+                    compiled = self._compile(drawn, hws[0].target(), Path(libs), summary)
+                    for d, lib in compiled:
+                        self._time(d, lib, spec, captured, summary)
 
-    def collect_workload(self, w: KernelWorkload, spec: zoo.ModelSpec,
-                         hws: Sequence[HardwareSpec], captured: dict[str, Path],
-                         summary: KernelSummary) -> None:
-        """Draw, compile and time the schedules of one workload on each hardware config."""
+    def _draw(self, w: KernelWorkload, spec: zoo.ModelSpec, hws: Sequence[HardwareSpec],
+              captured: dict[str, Path], summary: KernelSummary) -> _Drawn | None:
+        """Store the workload if it is new and draw its schedules; None when there is
+        nothing to time (its kernel never runs, or no schedule could be drawn)."""
         from tvm.s_tir.meta_schedule.database import Workload
 
         pending = [h for h in hws if f"{w.workload_id}|{h.hw_id}" not in self.done]
@@ -242,9 +269,8 @@ class KernelCollector:
                 self._fail(w, h, NOT_EXECUTED, "not called with tensor arguments in the "
                                                "model run")
             summary.skipped += 1
-            return
+            return None
         target = hws[0].target()
-        stage = "sample"
         try:
             started = time.perf_counter()
             gflop = _gflop(w, target)
@@ -254,43 +280,74 @@ class KernelCollector:
                 raise GnnperfError("no schedule could be drawn")
             # our features of each timed program (TIR analyses, TVM's PerStoreFeature)
             features = [_features(c, target) for c in cands]
-            stage = "compile"
-            sample_s = time.perf_counter() - started
-            with tempfile.TemporaryDirectory(prefix="gnnperf-cands-") as tmp:
-                lib = Path(tmp) / "cands.so"
+        except Exception as exc:
+            self._workload_failed(w, pending, "sample", exc, summary)
+            return None
+        return _Drawn(w, pending, cands, features, gflop, failed_seeds,
+                      time.perf_counter() - started)
+
+    def _compile(self, drawn: list[_Drawn], target: tvm.target.Target, folder: Path,
+                 summary: KernelSummary) -> list[tuple[_Drawn, Path]]:
+        """Compile the drawn workloads' libraries at the same time and wait for all of
+        them; each workload's ``compile_s`` is its share of that wall time, so that
+        the per-hour figure of the dataset stays the collector's real rate."""
+        started = time.perf_counter()
+        jobs = [(d, folder / f"cands{i}.so") for i, d in enumerate(drawn)]
+        running = [(d, path, CandidateCompile(d.cands, target, path)) for d, path in jobs]
+        done: list[tuple[_Drawn, Path]] = []
+        for d, path, job in running:
+            try:
+                kept, dropped = job.result()
+            except Exception as exc:
+                self._workload_failed(d.w, d.pending, "compile", exc, summary)
+                continue
+            d.dropped = {("unscheduled" if not d.cands[j].seeds else
+                          ",".join(map(str, d.cands[j].seeds))): why
+                         for j, why in dropped.items()}
+            d.cands = [d.cands[j] for j in kept]
+            d.features = [d.features[j] for j in kept]
+            done.append((d, path))
+        share = (time.perf_counter() - started) / max(1, len(running))
+        for d, _ in done:
+            d.compile_s = share
+        return done
+
+    def _time(self, d: _Drawn, lib: Path, spec: zoo.ModelSpec, captured: dict[str, Path],
+              summary: KernelSummary) -> None:
+        """Time a workload's compiled candidates on each hardware config still pending."""
+        w = d.w
+        names = [f"cand{j}" for j in range(len(d.cands))]
+        args = captured[w.name]
+        try:
+            for h in d.pending:
                 start = time.perf_counter()
-                kept, dropped = compile_candidates(cands, target, lib)
-                compile_s = time.perf_counter() - start
-                dropped_why = {("unscheduled" if not cands[j].seeds else
-                                ",".join(map(str, cands[j].seeds))): why
-                               for j, why in dropped.items()}
-                names = [f"cand{j}" for j in kept]
-                cands, features = [cands[j] for j in kept], [features[j] for j in kept]
-                args = captured[w.name]
-                for h in pending:
-                    stage = "measure"
-                    start = time.perf_counter()
-                    batch = time_funcs(
-                        lib, dict.fromkeys(names, args), self.workers.get(h.threads),
-                        settings=self.settings, reference=reference_library(h),
-                        seed=int(w.workload_id, 16) % 2**31)
-                    for cand, timing, feats in zip(cands, batch.timings, features, strict=True):
-                        self._record(w, h, cand, timing, batch, spec, gflop, feats)
-                    self._close_pair({
-                        "kind": "kernel_done", "key": f"{w.workload_id}|{h.hw_id}",
-                        "candidates": len(cands), "schedules_drawn": self.schedules,
-                        "failed_seeds": failed_seeds, "dropped": dropped_why,
-                        "unscheduled_timed": not cands[0].seeds,
-                        "sample_s": round(sample_s, 3), "compile_s": round(compile_s, 3),
-                        "measure_s": round(time.perf_counter() - start, 3)})
-                    summary.measurements += len(cands)
+                batch = time_funcs(
+                    lib, dict.fromkeys(names, args), self.workers.get(h.threads),
+                    settings=self.settings, reference=reference_library(h),
+                    seed=int(w.workload_id, 16) % 2**31)
+                for cand, timing, feats in zip(d.cands, batch.timings, d.features,
+                                               strict=True):
+                    self._record(w, h, cand, timing, batch, spec, d.gflop, feats)
+                self._close_pair({
+                    "kind": "kernel_done", "key": f"{w.workload_id}|{h.hw_id}",
+                    "candidates": len(d.cands), "schedules_drawn": self.schedules,
+                    "failed_seeds": d.failed_seeds, "dropped": d.dropped,
+                    "unscheduled_timed": not d.cands[0].seeds,
+                    "sample_s": round(d.sample_s, 3), "compile_s": round(d.compile_s, 3),
+                    "compiled_together": COMPILED_TOGETHER,
+                    "measure_s": round(time.perf_counter() - start, 3)})
+                summary.measurements += len(d.cands)
             summary.done += 1
         except Exception as exc:
-            for h in pending:
-                if f"{w.workload_id}|{h.hw_id}" not in self.done:
-                    self._fail(w, h, stage, one_line(exc, 300))
-            summary.failed += 1
-            summary.failures[stage] += 1
+            self._workload_failed(w, d.pending, "measure", exc, summary)
+
+    def _workload_failed(self, w: KernelWorkload, pending: Sequence[HardwareSpec], stage: str,
+                         exc: Exception, summary: KernelSummary) -> None:
+        for h in pending:
+            if f"{w.workload_id}|{h.hw_id}" not in self.done:
+                self._fail(w, h, stage, one_line(exc, 300))
+        summary.failed += 1
+        summary.failures[stage] += 1
 
     def _record(self, w: KernelWorkload, hw: HardwareSpec, cand: Candidate, timing: FuncTiming,
                 batch: FuncBatch, spec: zoo.ModelSpec, gflop: float,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -116,16 +117,22 @@ def _compile_to(mod: tvm.IRModule, target: tvm.target.Target, path: str) -> None
     tvm.compile(mod, target).export_library(path)
 
 
-def _compile_forked(mod: tvm.IRModule, target: tvm.target.Target, path: Path,
-                    timeout_s: float) -> bool:
-    """Compile in a forked child, so a code generation that runs away can be stopped;
-    False when it did not finish within ``timeout_s``."""
+def _start_forked(mod: tvm.IRModule, target: tvm.target.Target, path: Path) -> Any:
+    """Start compiling ``mod`` to ``path`` in a forked child (a code generation that runs
+    away can then be stopped)."""
     import multiprocessing
 
     proc = multiprocessing.get_context("fork").Process(target=_compile_to,
                                                        args=(mod, target, str(path)))
     proc.start()
-    proc.join(timeout_s)
+    return proc
+
+
+def _finish_forked(proc: Any, mod: tvm.IRModule, target: tvm.target.Target, path: Path,
+                   timeout_s: float) -> bool:
+    """Wait up to ``timeout_s`` for a child of :func:`_start_forked`; False (and the child
+    stopped) when it did not finish in time."""
+    proc.join(max(0.0, timeout_s))
     if proc.is_alive():
         proc.kill()
         proc.join()
@@ -135,27 +142,59 @@ def _compile_forked(mod: tvm.IRModule, target: tvm.target.Target, path: Path,
     return True
 
 
+def _compile_forked(mod: tvm.IRModule, target: tvm.target.Target, path: Path,
+                    timeout_s: float) -> bool:
+    """Compile in a forked child; False when it did not finish within ``timeout_s``."""
+    return _finish_forked(_start_forked(mod, target, path), mod, target, path, timeout_s)
+
+
+class CandidateCompile:
+    """The candidates of one workload compiled into one library at ``path`` (function
+    ``cand{j}`` for candidate j), started at once in a forked child and waited for by
+    :meth:`result`.
+
+    Why two steps: code generation is single-threaded, so the collector starts the
+    libraries of two workloads together on the two cores and waits for both before it
+    times either (no compile runs while a kernel is timed)."""
+
+    def __init__(self, cands: list[Candidate], target: tvm.target.Target, path: Path,
+                 batch_timeout_s: float = BATCH_COMPILE_TIMEOUT_S,
+                 each_timeout_s: float = EACH_COMPILE_TIMEOUT_S) -> None:
+        self.cands, self.target, self.path = cands, target, path
+        self.batch_timeout_s, self.each_timeout_s = batch_timeout_s, each_timeout_s
+        self.started = time.perf_counter()
+        self.proc = _start_forked(self._module(list(range(len(cands)))), target, path)
+
+    def _module(self, indices: list[int]) -> tvm.IRModule:
+        return tvm.IRModule({f"cand{j}": self.cands[j].func.with_attr("global_symbol",
+                                                                        f"cand{j}")
+                             for j in indices})
+
+    def result(self) -> tuple[list[int], dict[int, str]]:
+        """The indices compiled and, for candidates left out, why (raises when none
+        compiles)."""
+        everything = list(range(len(self.cands)))
+        left = self.batch_timeout_s - (time.perf_counter() - self.started)
+        if _finish_forked(self.proc, self._module(everything), self.target, self.path, left):
+            return everything, {}
+        kept, dropped = [], {}
+        for j in everything:  # find the candidates code generation cannot finish
+            if _compile_forked(self._module([j]), self.target,
+                               self.path.with_suffix(f".{j}.so"), self.each_timeout_s):
+                kept.append(j)
+            else:
+                dropped[j] = f"code generation took over {self.each_timeout_s:.0f} s"
+        # each of them compiled in time alone, so together they get the sum of those limits
+        if not kept or not _compile_forked(self._module(kept), self.target, self.path,
+                                           self.each_timeout_s * len(kept)):
+            raise GnnperfError("code generation of the candidates did not finish")
+        return kept, dropped
+
+
 def compile_candidates(cands: list[Candidate], target: tvm.target.Target, path: Path,
                        batch_timeout_s: float = BATCH_COMPILE_TIMEOUT_S,
                        each_timeout_s: float = EACH_COMPILE_TIMEOUT_S
                        ) -> tuple[list[int], dict[int, str]]:
     """Compile the candidates into one library at ``path`` (function ``cand{j}`` for
     candidate j); returns the indices compiled and, for candidates left out, why."""
-    def module(indices: list[int]) -> tvm.IRModule:
-        return tvm.IRModule({f"cand{j}": cands[j].func.with_attr("global_symbol", f"cand{j}")
-                             for j in indices})
-
-    everything = list(range(len(cands)))
-    if _compile_forked(module(everything), target, path, batch_timeout_s):
-        return everything, {}
-    kept, dropped = [], {}
-    for j in everything:  # find the candidates code generation cannot finish
-        if _compile_forked(module([j]), target, path.with_suffix(f".{j}.so"), each_timeout_s):
-            kept.append(j)
-        else:
-            dropped[j] = f"code generation took over {each_timeout_s:.0f} s"
-    # each of them compiled in time alone, so together they get the sum of those limits
-    if not kept or not _compile_forked(module(kept), target, path,
-                                       each_timeout_s * len(kept)):
-        raise GnnperfError("code generation of the candidates did not finish")
-    return kept, dropped
+    return CandidateCompile(cands, target, path, batch_timeout_s, each_timeout_s).result()
