@@ -278,7 +278,11 @@ class Collector:
                             "created_at": time.time()})
         self.done.add(key)
 
-    def run_model(self, spec: zoo.ModelSpec, summary: CollectSummary, bar: tqdm) -> None:
+    def run_model(self, spec: zoo.ModelSpec, summary: CollectSummary, bar: tqdm,
+                  onnx_model: Any = None) -> None:
+        """Measure ``spec``'s keys not yet done; ``onnx_model`` is its ONNX export when
+        the caller has made it already (seconds for a large model, once per hardware
+        config otherwise)."""
         keys = self.keys_for(spec)
         todo = [k for k in keys if k[3] not in self.done]
         summary.skipped += len(keys) - len(todo)
@@ -286,7 +290,8 @@ class Collector:
         if not todo:
             return
         try:
-            onnx_model = zoo.export_onnx(spec)
+            if onnx_model is None:
+                onnx_model = zoo.export_onnx(spec)
             sha = zoo.onnx_sha256(onnx_model)
             start = time.perf_counter()
             loaded = load_onnx(onnx_model)

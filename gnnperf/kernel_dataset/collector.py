@@ -199,11 +199,14 @@ class KernelCollector:
 
     # -- one model --------------------------------------------------------------------------
     def collect_model(self, spec: zoo.ModelSpec, summary: KernelSummary) -> None:
+        onnx_model = None  # exported once for the kernels and the tuned records alike
         for isa, threads_list in self.isas.items():
             hws = [self.hw(isa, t) for t in threads_list]
             stage = "lower"
             try:
-                mod = import_to_relax(load_onnx(zoo.export_onnx(spec)))
+                if onnx_model is None:
+                    onnx_model = zoo.export_onnx(spec)
+                mod = import_to_relax(load_onnx(onnx_model))
                 lowered = lower(mod, hws[0].target(), "sampled:0")
                 workloads = model_workloads(lowered)
                 if (spec.model_id, isa) not in self.models_written:
@@ -224,7 +227,7 @@ class KernelCollector:
                     for h in hws:
                         if all(f"{w.workload_id}|{h.hw_id}" in self.covered for w in workloads):
                             self.tuned_collector(h).run_model(spec, summary.tuned,
-                                                              tqdm(disable=True))
+                                                              tqdm(disable=True), onnx_model)
             except Exception as exc:
                 summary.failed += 1
                 summary.failures[stage] += 1
