@@ -29,7 +29,21 @@ from .errors import DatasetError, HardwareError
 from .hardware import HardwareSpec
 from .kernel_dataset import tuned_database
 from .measure import MeasureSettings
-from .shards import is_probed, latest_records
+from .shards import is_probed, is_v2, latest_records
+
+
+def choose_records(records: list[dict[str, Any]], count: int, *, seed: int = 0,
+                   min_age_s: float = 0.0, already: set[str] | None = None
+                   ) -> list[dict[str, Any]]:
+    """``count`` random records to measure again: at least ``min_age_s`` old, not yet
+    re-measured, and of the newest protocol there is (measurement v2, else the speed
+    probe, else any), so that the floor is the one of the labels tested on today."""
+    now = time.time()
+    old = [r for r in records if now - float(r.get("created_at", 0.0)) >= min_age_s
+           and r["key"] not in (already or set())]
+    pool = [r for r in old if is_v2(r)] or [r for r in old if is_probed(r)] or old
+    rng = np.random.default_rng(seed)
+    return [pool[i] for i in rng.permutation(len(pool))[:count]]
 
 
 def remeasure(
@@ -45,8 +59,8 @@ def remeasure(
 
     Only records at least ``min_age_s`` old are chosen: two measurements minutes apart
     share the host's state and understate the floor (the A/A protocol wants ≥ 30 min).
-    Records taken under the speed probe are chosen when there are any, so the floor
-    describes the current protocol.
+    Records of the current protocol are chosen when there are any
+    (:func:`choose_records`).
     """
     folder = DatasetFolder.resolve(root)
     if not folder.has_shards():
@@ -60,13 +74,8 @@ def remeasure(
         raise HardwareError(f"no records in {folder.shards} were measured on this machine's "
                             f"CPU ({cpu.id}, '{cpu.model_name}'); re-measure them where they "
                             "were collected")
-    now = time.time()
-    records = [r for r in records if now - float(r.get("created_at", 0.0)) >= min_age_s]
-    probed = [r for r in records if is_probed(r)]
-    already = done_keys(folder.noise)
-    pool = [r for r in (probed or records) if r["key"] not in already]
-    rng = np.random.default_rng(seed)
-    chosen = [pool[i] for i in rng.permutation(len(pool))[:count]]
+    chosen = choose_records(records, count, seed=seed, min_age_s=min_age_s,
+                            already=done_keys(folder.noise))
     groups: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
     for rec in chosen:
         # a tuned build's schedules are those of one hardware id (each thread count has its own)

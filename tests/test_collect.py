@@ -281,3 +281,22 @@ def test_remeasure_skips_records_younger_than_the_minimum_age(tmp_path: Path) ->
                        "slowdown": 1.0})
     summary = remeasure(tmp_path, 5, progress=False, min_age_s=1800)
     assert (summary.done, summary.failed) == (0, 0)
+
+
+def test_remeasure_chooses_records_of_the_current_protocol() -> None:
+    """A CPU type with legacy records from before measurement v2 (here the Zen 3 guests)
+    gets its floor from v2 records while it has any: the A/A of session 15 drew 13 legacy
+    records of 16 because it preferred probed records only."""
+    from gnnperf.whole_model_noise import choose_records
+
+    old = 1.0  # created at the epoch: old enough for any minimum age
+    legacy = [{"key": f"l{i}", "created_at": old, "slowdown": 1.0} for i in range(20)]
+    v2 = [{"key": f"v{i}", "created_at": old, "slowdown": 1.0, "reference": {"gemm": {}}}
+          for i in range(3)]
+    chosen = choose_records(legacy + v2, 5, min_age_s=60)
+    assert sorted(r["key"] for r in chosen) == ["v0", "v1", "v2"]
+    # once they are re-measured, the older protocol's records are next
+    again = choose_records(legacy + v2, 5, min_age_s=60, already={"v0", "v1", "v2"})
+    assert len(again) == 5 and all(r["key"].startswith("l") for r in again)
+    young = [{**v2[0], "key": "y", "created_at": 10 ** 12}]
+    assert choose_records(young, 5, min_age_s=60) == []
