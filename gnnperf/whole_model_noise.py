@@ -27,7 +27,7 @@ from .cpu_identity import signature_of_hw
 from .dataset_folder import DatasetFolder
 from .errors import DatasetError, HardwareError
 from .hardware import HardwareSpec
-from .kernel_dataset import tuned_database
+from .kernel_dataset import tuned_databases
 from .measure import MeasureSettings
 from .shards import is_probed, is_v2, latest_records
 
@@ -82,8 +82,8 @@ def remeasure(
         hw_id = rec["hw_id"] if rec["build"] == "tuned" else ""
         groups.setdefault((rec["model_id"], rec["hw"]["isa"], rec["build"], hw_id),
                           []).append(rec)
-    databases = {hw_id: tuned_database(folder, hw_id)
-                 for (_, _, _, hw_id) in groups if hw_id}
+    # one pass over the kernel shards for every tuned hardware id drawn
+    databases = tuned_databases(folder, sorted({hw_id for (_, _, _, hw_id) in groups if hw_id}))
     collector = Collector(folder.noise, [], [], settings=settings, shard_prefix="noise")
     summary = CollectSummary()
     start = time.time()

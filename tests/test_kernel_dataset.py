@@ -457,3 +457,92 @@ def test_schedules_of_a_shared_workload_are_drawn_on_the_stored_kernel(tmp_path:
     replay(drawn)
     with pytest.raises(Exception, match="dense|not rendered|block"):  # TVM's C++ error
         replay(other)
+
+
+def test_the_models_whose_tuned_records_cost_fewest_measurements_come_first() -> None:
+    """Workloads are shared, so some models' ``tuned`` records cost no kernel timing at
+    all; the collector visits them before models with many new workloads."""
+    from gnnperf.collect import record_key
+    from gnnperf.kernel_dataset.ordering import cheapest_tuned_first, tuned_cost
+
+    specs = {f: zoo.sample_spec(f, 0) for f in ("vgg", "mixer", "resnet", "gpt", "bert",
+                                                  "regnet")}
+    ids = {f: s.model_id for f, s in specs.items()}
+    hws = {"x86-64-v3": ["cpu/1t", "cpu/2t"]}
+    workloads = {(ids["vgg"], "x86-64-v3"): {"a", "b", "c"},      # b, c to time on both
+                 (ids["mixer"], "x86-64-v3"): {"a"},              # covered, untuned
+                 (ids["resnet"], "x86-64-v3"): {"a"},             # covered, tuned on both
+                 (ids["gpt"], "x86-64-v3"): {"a", "d", "e"},      # d failed: no record
+                 (ids["bert"], "x86-64-v3"): {"a", "b"}}          # 1t tuned; b on 2t only
+    covered = {"a|cpu/1t", "a|cpu/2t", "b|cpu/1t"}
+    done = covered | {"d|cpu/1t", "d|cpu/2t"}
+    tuned_done = {record_key(ids["resnet"], h, "tuned") for h in hws["x86-64-v3"]} | {
+        record_key(ids["bert"], "cpu/1t", "tuned")}
+    costs = {m: tuned_cost(m, hws, workloads, done, covered, tuned_done) for m in ids.values()}
+    assert (costs[ids["mixer"]].records, costs[ids["mixer"]].measure) == (2, 0)
+    assert (costs[ids["vgg"]].records, costs[ids["vgg"]].measure) == (2, 3)
+    assert (costs[ids["bert"]].records, costs[ids["bert"]].measure) == (1, 1)
+    assert (costs[ids["gpt"]].records, costs[ids["gpt"]].measure) == (0, 2)
+    assert not costs[ids["regnet"]].known  # never lowered: its workloads are not stored
+    order = cheapest_tuned_first(list(specs.values()), costs)
+    # per record: mixer 0, bert 1, vgg 1.5; then the unknown; the blocked one last;
+    # resnet (nothing left to do) is dropped
+    assert [s.family for s in order] == ["mixer", "bert", "vgg", "regnet", "gpt"]
+    # a second ISA the model was never lowered for: its workloads are estimated from the
+    # ISA it was; a failed tuned record counts as done
+    two_isas = {**hws, "x86-64-v2": ["cpu/v2-1t"]}
+    tuned_done.add(record_key(ids["mixer"], "cpu/1t", "tuned"))
+    cost = tuned_cost(ids["mixer"], two_isas, workloads, done, covered, tuned_done)
+    assert (cost.records, cost.measure, cost.known) == (2, 1, True)
+
+
+def test_the_collector_skips_a_model_with_nothing_left_and_keeps_an_unknown_one(
+        kernel_root: Path) -> None:
+    """Ordered from the shards on disk: tiny mixer's workloads are all timed and its
+    ``tuned`` record written, so only the never-lowered model is left to visit."""
+    from gnnperf.kernel_dataset.collector import KernelCollector
+
+    collector = KernelCollector(kernel_root, HW, tuned=False)
+    try:
+        vgg = zoo.tiny_spec("vgg")
+        assert collector.cheapest_tuned_first([zoo.tiny_spec("mixer"), vgg]) == [vgg]
+    finally:
+        collector.close()
+
+
+def test_the_databases_of_several_hardware_ids_are_read_in_one_pass(
+        kernel_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each pass parses and verifies every shard line (minutes on the real dataset); the
+    collector and the whole-model A/A ask for two or more ids at once."""
+    from gnnperf.errors import DatasetError
+    from gnnperf.kernel_dataset import database, tuned_databases
+
+    (measured,) = {r["hw_id"] for r in kernel_records(kernel_root)}
+    fresh = measured.replace("/1t", "/2t")
+    passes = []
+    real_iter_lines = database.iter_lines
+    monkeypatch.setattr(database, "iter_lines",
+                        lambda *a, **k: passes.append(1) or real_iter_lines(*a, **k))
+    dbs = tuned_databases(kernel_root, [measured, fresh], require=False)
+    assert len(passes) == 1
+    # each workload's fastest sampled schedule by mean run time, as MetaSchedule ranks them
+    fastest: dict[str, float] = {}
+    for r in kernel_records(kernel_root, measured):
+        if r["schedule"] == "sampled":
+            mean = float(np.mean(r["ms_record"][1]))
+            fastest[r["workload_id"]] = min(fastest.get(r["workload_id"], mean), mean)
+    held = dbs[measured].get_all_tuning_records()
+    assert sorted(float(np.mean([float(s.value) for s in r.run_secs])) for r in held) == \
+        pytest.approx(sorted(fastest.values()), rel=1e-9)
+    assert len(dbs[fresh].get_all_tuning_records()) == 0  # a new machine starts empty
+    with pytest.raises(DatasetError, match=f"'{fresh}'.*it has: {measured}"):
+        tuned_databases(kernel_root, [measured, fresh])
+    assert tuned_databases(kernel_root, []) == {} and len(passes) == 2  # no pass for none
+
+
+def test_an_unknown_visiting_order_is_a_one_line_error(tmp_path: Path) -> None:
+    from gnnperf.errors import GnnperfError
+
+    with pytest.raises(GnnperfError, match="--order must be one of given, cheapest-tuned"):
+        collect_kernels(tmp_path, [zoo.tiny_spec("mixer")], HW, order="cheapest")  # type: ignore[arg-type]
+    assert not (tmp_path / "kernels").exists()

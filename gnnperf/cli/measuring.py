@@ -142,7 +142,8 @@ def cmd_collect_kernels(args: argparse.Namespace) -> int:
     summary = collect_kernels(
         args.out, list(interleaved_specs(families, args.count, args.start_seed)),
         parse_hw_list(args.hw), schedules=args.schedules, settings=settings,
-        max_unscheduled_gflop=args.max_unscheduled_gflop, max_minutes=args.max_minutes)
+        max_unscheduled_gflop=args.max_unscheduled_gflop, max_minutes=args.max_minutes,
+        order=args.order)
     print(summary.line())
     return 1 if summary.all_failed else 0
 
@@ -308,6 +309,10 @@ def register_collect_kernels(sub: argparse._SubParsersAction) -> None:
                    help="stop after the model in progress once this many minutes passed")
     p.add_argument("--quiet-timeout", type=float, default=float("inf"),
                    help="seconds to wait for a quiet machine before measuring anyway")
+    p.add_argument("--order", default="given", metavar="{given,cheapest-tuned}",
+                   help="visit the models as listed, or next each time the one whose "
+                        "whole-model tuned records need the fewest kernel measurements "
+                        "(skipping models with nothing left to do)")
     add_max_slowdown(p)
     p.set_defaults(func=cmd_collect_kernels)
 

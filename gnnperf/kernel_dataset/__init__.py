@@ -14,6 +14,7 @@ in crash-safe shards under ``DIR/kernels``. :func:`export_database` writes a
 
 - :mod:`.workloads`: the distinct kernels of a lowered model, as MetaSchedule workloads;
 - :mod:`.collector`: sample, compile, time and store (resumable);
+- :mod:`.ordering`: which model to visit next when ``tuned`` records are the goal;
 - :mod:`.database`: read the shards back, export a MetaSchedule database, statistics;
 - :mod:`.noise`: the A/A re-measurements behind the kernel-time noise floor.
 """
@@ -27,10 +28,11 @@ from .database import (
     kernel_records,
     kernel_stats,
     tuned_database,
+    tuned_databases,
 )
 from .noise import remeasure_kernels
 from .workloads import KernelWorkload, model_workloads
 
 __all__ = ["KernelCollector", "KernelWorkload", "collect_kernels", "export_database",
            "kernel_noise_floor_by_cpu", "kernel_records", "kernel_stats", "model_workloads",
-           "remeasure_kernels", "tuned_database"]
+           "remeasure_kernels", "tuned_database", "tuned_databases"]

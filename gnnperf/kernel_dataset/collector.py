@@ -18,16 +18,16 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 import tvm
 from tqdm import tqdm
 
 from .. import zoo
 from ..builds import TUNED_SCHEDULES
-from ..collect import Collector, CollectSummary, package_versions
+from ..collect import Collector, CollectSummary, done_keys, package_versions, record_key
 from ..dataset_folder import DatasetFolder
-from ..errors import DatasetError, GnnperfError, one_line
+from ..errors import GnnperfError, one_line
 from ..hardware import HardwareSpec
 from ..lowering import lower
 from ..measure import MeasureSettings, WorkerPool, wait_for_quiet
@@ -36,7 +36,8 @@ from ..measure.reference import reference_library
 from ..measure.results import FuncTiming
 from ..onnx_import import import_to_relax, load_onnx
 from ..shards import ShardWriter, iter_lines
-from .database import tuned_database
+from .database import tuned_databases
+from .ordering import cheapest_tuned_first, tuned_cost
 from .workloads import (
     NOT_EXECUTED,
     Candidate,
@@ -71,6 +72,9 @@ class KernelSummary(CollectSummary):
                 f"{self.tuned.line()}")
 
 
+#: the orders in which :func:`collect_kernels` can visit the models
+Order = Literal["given", "cheapest-tuned"]
+ORDERS: tuple[Order, ...] = get_args(Order)
 #: workloads whose candidate libraries compile at once (code generation uses one core)
 COMPILED_TOGETHER = 2
 
@@ -98,21 +102,22 @@ def _covers_tuned(line: dict[str, Any]) -> bool:
 
 
 def _progress(folder: Path) -> tuple[set[str], set[str], dict[str, Any],
-                                     set[tuple[str, str]]]:
+                                     dict[tuple[str, str], set[str]]]:
     """What a collector resumes from, in one pass over ``folder``'s shards: the
     ``workload|hw_id`` pairs finished (measured, failed or never executed), those that
     count as covered for a ``tuned`` build (measured, or never executed), the workloads
-    written (MetaSchedule's JSON of each) and the (model, ISA) pairs written."""
+    written (MetaSchedule's JSON of each) and the (model, ISA) pairs written, with the
+    workload ids of each."""
     done: set[str] = set()
     covered: set[str] = set()
     workloads: dict[str, Any] = {}
-    models: set[tuple[str, str]] = set()
+    models: dict[tuple[str, str], set[str]] = {}
     kinds = ("kernel_done", "kernel_failure", "kernel_workload", "kernel_model")
     for o in iter_lines(folder, kinds=kinds) if folder.exists() else ():
         if o["kind"] == "kernel_workload":
             workloads[o["workload_id"]] = o["ms_workload"]
         elif o["kind"] == "kernel_model":
-            models.add((o["model_id"], o["isa"]))
+            models[(o["model_id"], o["isa"])] = set(o["kernels"].values())
         else:
             done.add(o["key"])
             if _covers_tuned(o):
@@ -148,21 +153,46 @@ class KernelCollector:
         #: current as records are written, and the collector of whole-model tuned records
         self.databases: dict[str, Any] = {}
         self.tuned_collectors: dict[str, Collector] = {}
+        #: whole-model ``tuned`` keys recorded or failed, once an ordering asked for them
+        self.tuned_done: set[str] | None = None
         self.workers = WorkerPool()
         self.versions = package_versions()
 
     # -- resources --------------------------------------------------------------------------
     def hw(self, isa: str, threads: int) -> HardwareSpec:
-        if (isa, threads) not in self.hw_specs:
-            spec = HardwareSpec.local(isa, threads)
-            spec = self.hw_specs[(isa, threads)] = dataclasses.replace(spec, host=spec.cpu_id)
-            try:
-                self.databases[spec.hw_id] = tuned_database(self.root, spec.hw_id)
-            except DatasetError:  # nothing measured on it yet
-                from tvm.s_tir.meta_schedule.database import MemoryDatabase
-
-                self.databases[spec.hw_id] = MemoryDatabase()
+        """One of the run's hardware configs (those given as ``hw``), described on first
+        use together with all the others."""
+        if not self.hw_specs:
+            self._open_hardware()
         return self.hw_specs[(isa, threads)]
+
+    def _open_hardware(self) -> None:
+        """Describe every hardware config of the run and read their databases of measured
+        schedules, all in one pass over the kernel shards (a pass per id took minutes)."""
+        for isa, threads_list in self.isas.items():
+            for threads in threads_list:
+                spec = HardwareSpec.local(isa, threads)
+                self.hw_specs[(isa, threads)] = dataclasses.replace(spec, host=spec.cpu_id)
+        # an id with nothing measured yet starts with an empty database
+        self.databases = tuned_databases(self.root, [h.hw_id for h in self.hw_specs.values()],
+                                         require=False)
+
+    def cheapest_tuned_first(self, specs: Sequence[zoo.ModelSpec]) -> list[zoo.ModelSpec]:
+        """``specs`` in the order that gives whole-model ``tuned`` records soonest
+        (:func:`.ordering.cheapest_tuned_first`), judged from what the collector has
+        stored so far (the whole-model shards are read on the first call)."""
+        if not self.tuned:
+            raise GnnperfError("ordering for tuned records needs a collector that makes them")
+        if not self.hw_specs:
+            self._open_hardware()
+        if self.tuned_done is None:
+            self.tuned_done = done_keys(self.root.shards)
+        isa_hw_ids: dict[str, list[str]] = {}
+        for (isa, _), h in self.hw_specs.items():
+            isa_hw_ids.setdefault(isa, []).append(h.hw_id)
+        costs = {s.model_id: tuned_cost(s.model_id, isa_hw_ids, self.models_written, self.done,
+                                        self.covered, self.tuned_done) for s in specs}
+        return cheapest_tuned_first(specs, costs)
 
     def tuned_collector(self, hw: HardwareSpec) -> Collector:
         """Whole-model ``tuned`` records of ``hw``, into the dataset's record shards."""
@@ -214,7 +244,8 @@ class KernelCollector:
                         "kind": "kernel_model", "model_id": spec.model_id,
                         "model": spec.to_dict(), "isa": isa,
                         "kernels": {w.name: w.workload_id for w in workloads}})
-                    self.models_written.add((spec.model_id, isa))
+                    self.models_written[(spec.model_id, isa)] = {w.workload_id
+                                                                  for w in workloads}
                 todo = [w for w in workloads
                         if any(f"{w.workload_id}|{h.hw_id}" not in self.done for h in hws)]
                 summary.skipped += len(workloads) - len(todo)
@@ -228,6 +259,9 @@ class KernelCollector:
                         if all(f"{w.workload_id}|{h.hw_id}" in self.covered for w in workloads):
                             self.tuned_collector(h).run_model(spec, summary.tuned,
                                                               tqdm(disable=True), onnx_model)
+                            if self.tuned_done is not None:  # a record or a failure now
+                                self.tuned_done.add(record_key(spec.model_id, h.hw_id,
+                                                               "tuned"))
             except Exception as exc:
                 summary.failed += 1
                 summary.failures[stage] += 1
@@ -409,19 +443,36 @@ def collect_kernels(out: str | Path, specs: Sequence[zoo.ModelSpec],
                     hw: Sequence[tuple[str, int]], *, schedules: int = DEFAULT_SCHEDULES,
                     settings: MeasureSettings | None = None,
                     max_unscheduled_gflop: float = MAX_UNSCHEDULED_GFLOP,
-                    max_minutes: float | None = None, progress: bool = True) -> KernelSummary:
+                    max_minutes: float | None = None, progress: bool = True,
+                    order: Order = "given") -> KernelSummary:
     """Measure the workloads of ``specs`` (see :func:`gnnperf.collect.interleaved_specs`);
-    stops cleanly after ``max_minutes`` (the model in progress is finished first)."""
+    stops cleanly after ``max_minutes`` (the model in progress is finished first).
+
+    ``order``: ``given`` visits ``specs`` as given; ``cheapest-tuned`` visits next, each
+    time, the model whose whole-model ``tuned`` records need the fewest kernel
+    measurements, and skips those with nothing left to do
+    (:func:`.ordering.cheapest_tuned_first`)."""
+    if order not in ORDERS:
+        raise GnnperfError(f"--order must be one of {', '.join(ORDERS)}, got '{order}'")
     summary = KernelSummary()
     start = time.time()
     collector = KernelCollector(out, hw, schedules=schedules, settings=settings,
                                 max_unscheduled_gflop=max_unscheduled_gflop)
     try:
-        for spec in tqdm(specs, desc="kernels", unit="model", disable=not progress):
-            if max_minutes is not None and (time.time() - start) / 60 > max_minutes:
-                break
-            collector.collect_model(spec, summary)
-            summary.seconds = time.time() - start
+        remaining = list(specs)
+        with tqdm(total=len(remaining), desc="kernels", unit="model",
+                  disable=not progress) as bar:
+            while remaining:
+                if max_minutes is not None and (time.time() - start) / 60 > max_minutes:
+                    break
+                if order == "cheapest-tuned":  # ranked again: the last visit changed costs
+                    remaining = collector.cheapest_tuned_first(remaining)
+                    bar.total = bar.n + len(remaining)
+                    if not remaining:
+                        break
+                collector.collect_model(remaining.pop(0), summary)
+                summary.seconds = time.time() - start
+                bar.update()
     finally:
         collector.close()
     summary.seconds = time.time() - start

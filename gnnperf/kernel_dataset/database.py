@@ -7,7 +7,8 @@ import shutil
 import statistics
 import tempfile
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -101,53 +102,100 @@ def _mean_run_s(rec: dict[str, Any]) -> float:
     return statistics.fmean(rec["ms_record"][1])
 
 
-def _fill(db: Any, root: str | os.PathLike[str] | DatasetFolder | None, hw_id: str,
-          best_only: bool = False) -> int:
-    """Commit the sampled schedules of ``hw_id`` (workloads and tuning records) to ``db``;
-    with ``best_only`` only each workload's fastest (what a build applying the database
-    reads: parsing ~30,000 traces took the collector minutes per hardware id at start).
+@dataclass
+class _Sampled:
+    """The sampled schedules of some hardware ids, read in one pass over the shards."""
 
-    The unscheduled kernel's timings are the baseline, not a tuning record: MetaSchedule's
-    search never proposes it, so it is left out. Returns the records committed.
+    workloads: dict[str, Any]  # workload id -> MetaSchedule's JSON of the workload
+    records: dict[str, list[dict[str, Any]]]  # hardware id -> its kernel records
+    measured_ids: set[str]  # every hardware id with a kernel record, for error messages
+
+
+def _read_sampled(root: str | os.PathLike[str] | DatasetFolder | None,
+                  hw_ids: Collection[str], best_only: bool) -> _Sampled:
+    """The sampled schedules of ``hw_ids``; with ``best_only`` only each workload's fastest
+    (what a build applying the database reads: parsing ~30,000 traces took the collector
+    minutes per hardware id at start).
+
+    One pass serves every id: each pass parses and verifies every line of the shards
+    (~100,000), which took a minute or more. The unscheduled kernel's timings are the
+    baseline, not a tuning record: MetaSchedule's search never proposes it, so it is
+    left out.
     """
+    folder = _kernels_folder(root)
+    workloads: dict[str, Any] = {}
+    records: dict[str, list[dict[str, Any]]] = {h: [] for h in hw_ids}
+    best: dict[str, dict[str, dict[str, Any]]] = {h: {} for h in hw_ids}
+    measured: set[str] = set()
+    kinds = ("kernel_workload", "kernel_record")
+    for o in iter_lines(folder, kinds=kinds) if folder.exists() else ():
+        if o["kind"] == "kernel_workload":
+            workloads[o["workload_id"]] = o["ms_workload"]
+            continue
+        measured.add(o["hw_id"])
+        if o["hw_id"] not in records or o["schedule"] == "unscheduled":
+            continue
+        if not best_only:
+            records[o["hw_id"]].append(o)
+            continue
+        held = best[o["hw_id"]].get(o["workload_id"])
+        if held is None or _mean_run_s(o) < _mean_run_s(held):
+            best[o["hw_id"]][o["workload_id"]] = o
+    if best_only:
+        records = {h: list(by_workload.values()) for h, by_workload in best.items()}
+    return _Sampled(workloads, records, measured)
+
+
+def _fill(db: Any, sampled: _Sampled, hw_id: str) -> int:
+    """Commit ``hw_id``'s sampled schedules (workloads and tuning records) to ``db``;
+    returns the records committed."""
     from tvm.s_tir.meta_schedule.database import TuningRecord, Workload
 
-    folder = _kernels_folder(root)
-    workloads = {o["workload_id"]: o["ms_workload"]
-                 for o in iter_lines(folder, kinds=("kernel_workload",))} \
-        if folder.exists() else {}
-    records = [r for r in kernel_records(root, hw_id) if r["schedule"] != "unscheduled"]
-    if best_only:
-        best: dict[str, dict[str, Any]] = {}
-        for rec in records:
-            held = best.get(rec["workload_id"])
-            if held is None or _mean_run_s(rec) < _mean_run_s(held):
-                best[rec["workload_id"]] = rec
-        records = list(best.values())
     committed: dict[str, Any] = {}
-    n = 0
-    for rec in records:
+    for rec in sampled.records[hw_id]:
         wid = rec["workload_id"]
         if wid not in committed:
-            committed[wid] = db.commit_workload(Workload.from_json(workloads[wid]).mod)
+            committed[wid] = db.commit_workload(
+                Workload.from_json(sampled.workloads[wid]).mod)
         db.commit_tuning_record(TuningRecord.from_json(rec["ms_record"], committed[wid]))
-        n += 1
-    if not n:
-        known = sorted({r["hw_id"] for r in kernel_records(root)})
-        raise DatasetError(f"no kernel records of hardware '{hw_id}' under {folder}"
-                           + (f" (it has: {', '.join(known)})" if known else ""))
-    return n
+    return len(sampled.records[hw_id])
+
+
+def _nothing_measured(root: str | os.PathLike[str] | DatasetFolder | None, hw_id: str,
+                      sampled: _Sampled) -> DatasetError:
+    known = sorted(sampled.measured_ids)
+    return DatasetError(f"no kernel records of hardware '{hw_id}' under "
+                        f"{_kernels_folder(root)}"
+                        + (f" (it has: {', '.join(known)})" if known else ""))
+
+
+def tuned_databases(root: str | os.PathLike[str] | DatasetFolder | None,
+                    hw_ids: Collection[str], *, require: bool = True) -> dict[str, Any]:
+    """Per hardware id, an in-memory MetaSchedule database of its fastest measured schedule
+    per workload: what the ``tuned`` build applies (MetaSchedule ranks a workload's records
+    by mean run time, so the others would never be read; :func:`export_database` keeps
+    all). The shards are read once for all the ids.
+
+    An id with nothing measured raises :class:`DatasetError`, or with ``require=False``
+    gets an empty database (a collector starting on a new machine).
+    """
+    from tvm.s_tir.meta_schedule.database import MemoryDatabase
+
+    hw_ids = list(hw_ids)
+    if not hw_ids:
+        return {}
+    sampled = _read_sampled(root, set(hw_ids), best_only=True)
+    databases: dict[str, Any] = {}
+    for hw_id in hw_ids:
+        databases[hw_id] = MemoryDatabase()
+        if not _fill(databases[hw_id], sampled, hw_id) and require:
+            raise _nothing_measured(root, hw_id, sampled)
+    return databases
 
 
 def tuned_database(root: str | os.PathLike[str] | DatasetFolder | None, hw_id: str) -> Any:
-    """An in-memory MetaSchedule database of ``hw_id``'s fastest measured schedule per
-    workload: what the ``tuned`` build applies (MetaSchedule ranks a workload's records by
-    mean run time, so the others would never be read; :func:`export_database` keeps all)."""
-    from tvm.s_tir.meta_schedule.database import MemoryDatabase
-
-    db = MemoryDatabase()
-    _fill(db, root, hw_id, best_only=True)
-    return db
+    """:func:`tuned_databases` of one hardware id."""
+    return tuned_databases(root, [hw_id])[hw_id]
 
 
 def export_database(root: str | os.PathLike[str] | DatasetFolder | None, hw_id: str,
@@ -165,9 +213,11 @@ def export_database(root: str | os.PathLike[str] | DatasetFolder | None, hw_id: 
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     try:
-        _fill(JSONDatabase(str(tmp / "database_workload.json"),
-                           str(tmp / "database_tuning_record.json"), allow_missing=True),
-              root, hw_id)
+        sampled = _read_sampled(root, {hw_id}, best_only=False)
+        if not _fill(JSONDatabase(str(tmp / "database_workload.json"),
+                                  str(tmp / "database_tuning_record.json"),
+                                  allow_missing=True), sampled, hw_id):
+            raise _nothing_measured(root, hw_id, sampled)
         if out.exists():
             shutil.rmtree(out)
         os.replace(tmp, out)

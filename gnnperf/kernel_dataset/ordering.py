@@ -1,0 +1,84 @@
+"""Which zoo model the kernel collector visits next, when ``tuned`` records are the goal.
+
+A whole-model ``tuned`` record of a (model, hardware config) needs every workload of
+the model measured on that config, and workloads are shared: a model whose kernels
+other models already brought in costs nothing but its own whole-model timing. Visiting
+models in the zoo's order spends hours on large new workloads while such models wait.
+Each model's workloads are known from the ``kernel_model`` line written when it was
+first lowered (on any CPU: workloads are target-independent), so the cost of its
+records is known without lowering it again. The collector ranks the models again
+before each visit: a visit covers workloads that other models share, and stores the
+workloads of a model never lowered before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+
+from .. import zoo
+from ..collect import record_key
+
+
+@dataclass(frozen=True)
+class TunedCost:
+    """What visiting a model buys on this machine: ``records`` whole-model ``tuned``
+    records (hardware configs still without one whose workloads can all be covered),
+    for ``measure`` (workload, config) pairs still to time. ``known`` is False for a
+    model never lowered on any ISA (its workloads are not stored yet)."""
+
+    records: int
+    measure: int
+    known: bool = True
+
+    @property
+    def per_record(self) -> float:
+        return self.measure / self.records if self.records else float("inf")
+
+
+def tuned_cost(model_id: str, isa_hw_ids: Mapping[str, Sequence[str]],
+               model_workloads: Mapping[tuple[str, str], Collection[str]],
+               done: Collection[str], covered: Collection[str],
+               tuned_done: Collection[str]) -> TunedCost:
+    """The cost of ``model_id``'s ``tuned`` records on the hardware ids of each ISA.
+
+    ``done`` and ``covered`` hold ``workload|hw_id`` pairs as the collector keeps them (a
+    pair done but not covered failed, so that config can never have a tuned record of the
+    model); ``tuned_done`` the record keys with a record or a failure already. Pairs to
+    time on a config that can have no record still count: visiting the model times them.
+    An ISA the model was never lowered for takes the workloads of one it was, an estimate
+    (a workload id is target-independent, and the fused kernels rarely differ by ISA)."""
+    lowered = [wl for (m, _), wl in model_workloads.items() if m == model_id]
+    if not lowered:
+        return TunedCost(records=sum(map(len, isa_hw_ids.values())), measure=0, known=False)
+    records = measure = 0
+    for isa, hw_ids in isa_hw_ids.items():
+        workloads = model_workloads.get((model_id, isa)) or max(lowered, key=len)
+        for hw_id in hw_ids:
+            pairs = [f"{w}|{hw_id}" for w in workloads]
+            measure += sum(p not in done for p in pairs)
+            blocked = any(p in done and p not in covered for p in pairs)
+            if not blocked and record_key(model_id, hw_id, "tuned") not in tuned_done:
+                records += 1
+    return TunedCost(records, measure)
+
+
+def cheapest_tuned_first(specs: Sequence[zoo.ModelSpec],
+                         costs: Mapping[str, TunedCost]) -> list[zoo.ModelSpec]:
+    """``specs`` with the fewest measurements per ``tuned`` record first (ties keep the
+    given order); then the models never lowered, in the given order; then those that
+    can give no record but still have workloads to measure. A model with nothing left
+    to do is dropped."""
+    def rank(indexed: tuple[int, zoo.ModelSpec]) -> tuple[int, float, int]:
+        i, spec = indexed
+        cost = costs[spec.model_id]
+        if not cost.known:
+            return (1, 0.0, i)
+        if cost.records:
+            return (0, cost.per_record, i)
+        return (2, float(cost.measure), i)
+
+    kept = [(i, s) for i, s in enumerate(specs)
+            if not (costs[s.model_id].known and not costs[s.model_id].records
+                    and not costs[s.model_id].measure)]
+    return [spec for _, spec in sorted(kept, key=rank)]
