@@ -508,6 +508,10 @@ def test_the_collector_skips_a_model_with_nothing_left_and_keeps_an_unknown_one(
         assert collector.cheapest_tuned_first([zoo.tiny_spec("mixer"), vgg]) == [vgg]
     finally:
         collector.close()
+    # collecting in that order visits nothing: not even lowered, nothing counted as skipped
+    summary = collect_kernels(kernel_root, [zoo.tiny_spec("mixer")], HW, schedules=3,
+                              settings=TINY, progress=False, order="cheapest-tuned")
+    assert (summary.done, summary.skipped, summary.failed, summary.tuned.done) == (0, 0, 0, 0)
 
 
 def test_the_databases_of_several_hardware_ids_are_read_in_one_pass(
