@@ -25,7 +25,7 @@ from tqdm import tqdm
 
 from .. import zoo
 from ..builds import TUNED_SCHEDULES
-from ..collect import Collector, CollectSummary, done_keys, package_versions, record_key
+from ..collect import Collector, CollectSummary, package_versions
 from ..dataset_folder import DatasetFolder
 from ..errors import GnnperfError, one_line
 from ..hardware import HardwareSpec
@@ -153,8 +153,6 @@ class KernelCollector:
         #: current as records are written, and the collector of whole-model tuned records
         self.databases: dict[str, Any] = {}
         self.tuned_collectors: dict[str, Collector] = {}
-        #: whole-model ``tuned`` keys recorded or failed, once an ordering asked for them
-        self.tuned_done: set[str] | None = None
         self.workers = WorkerPool()
         self.versions = package_versions()
 
@@ -180,18 +178,18 @@ class KernelCollector:
     def cheapest_tuned_first(self, specs: Sequence[zoo.ModelSpec]) -> list[zoo.ModelSpec]:
         """``specs`` in the order that gives whole-model ``tuned`` records soonest
         (:func:`.ordering.cheapest_tuned_first`), judged from what the collector has
-        stored so far (the whole-model shards are read on the first call)."""
+        stored so far (the ``tuned`` keys done are the whole-model collectors')."""
         if not self.tuned:
             raise GnnperfError("ordering for tuned records needs a collector that makes them")
         if not self.hw_specs:
             self._open_hardware()
-        if self.tuned_done is None:
-            self.tuned_done = done_keys(self.root.shards)
+        tuned_done = set().union(*(self.tuned_collector(h).done
+                                   for h in self.hw_specs.values()))
         isa_hw_ids: dict[str, list[str]] = {}
         for (isa, _), h in self.hw_specs.items():
             isa_hw_ids.setdefault(isa, []).append(h.hw_id)
         costs = {s.model_id: tuned_cost(s.model_id, isa_hw_ids, self.models_written, self.done,
-                                        self.covered, self.tuned_done) for s in specs}
+                                        self.covered, tuned_done) for s in specs}
         return cheapest_tuned_first(specs, costs)
 
     def tuned_collector(self, hw: HardwareSpec) -> Collector:
@@ -259,9 +257,6 @@ class KernelCollector:
                         if all(f"{w.workload_id}|{h.hw_id}" in self.covered for w in workloads):
                             self.tuned_collector(h).run_model(spec, summary.tuned,
                                                               tqdm(disable=True), onnx_model)
-                            if self.tuned_done is not None:  # a record or a failure now
-                                self.tuned_done.add(record_key(spec.model_id, h.hw_id,
-                                                               "tuned"))
             except Exception as exc:
                 summary.failed += 1
                 summary.failures[stage] += 1

@@ -32,6 +32,11 @@ class TunedCost:
     known: bool = True
 
     @property
+    def nothing_left(self) -> bool:
+        """Known, with no record to make and nothing to time: not worth a visit."""
+        return self.known and not self.records and not self.measure
+
+    @property
     def per_record(self) -> float:
         return self.measure / self.records if self.records else float("inf")
 
@@ -78,7 +83,5 @@ def cheapest_tuned_first(specs: Sequence[zoo.ModelSpec],
             return (0, cost.per_record, i)
         return (2, float(cost.measure), i)
 
-    kept = [(i, s) for i, s in enumerate(specs)
-            if not (costs[s.model_id].known and not costs[s.model_id].records
-                    and not costs[s.model_id].measure)]
+    kept = [(i, s) for i, s in enumerate(specs) if not costs[s.model_id].nothing_left]
     return [spec for _, spec in sorted(kept, key=rank)]
