@@ -317,6 +317,20 @@ def test_a_tuned_kernel_carries_the_candidates_the_collector_measured(
                        tuned.candidates_node_index + other.num_nodes)
 
 
+def test_the_candidates_can_be_limited_to_the_pairs_a_dataset_uses(kernel_root: Path) -> None:
+    """A dataset's tuned records use a fraction of the measured schedules: asking for their
+    (workload, hardware) pairs gives exactly those pairs' candidates, the same as in full."""
+    from gnnperf.kernel_model.dataset import tuned_candidates
+
+    every = tuned_candidates(kernel_root)
+    assert len(every) > 1
+    key = sorted(every)[0]
+    only = tuned_candidates(kernel_root, needed={key, ("0" * 16, key[1])})
+    assert list(only) == [key]
+    assert only[key] == every[key]
+    assert tuned_candidates(kernel_root, needed=set()) == {}
+
+
 def test_measure_and_predict_a_tuned_build_from_the_command_line(
         kernel_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import json

@@ -144,8 +144,7 @@ class LatencyDataset(InMemoryDataset):
     def process(self) -> None:
         records, graphs = _records_and_graphs(Path(self.raw_dir), self.graph_kind)
         cache: dict[str, KernelGraph] = {}
-        candidates: dict[tuple[str, str], list[dict[str, Any]]] | None = None
-        items = []
+        encoded: list[tuple[dict[str, Any], KernelGraph]] = []
         for rec in records:
             gid = (rec["graph_id"] if self.graph_kind == "kernel"
                    else rec.get("onnx_graph_id") or rec["model_id"])
@@ -155,15 +154,19 @@ class LatencyDataset(InMemoryDataset):
                 graphs[gid] = _regenerate_onnx_graph(rec)
             if gid not in cache:
                 cache[gid] = KernelGraph.from_dict(graphs[gid])
-            graph = cache[gid]
+            encoded.append((rec, cache[gid]))
+        tuned = [(rec, graph) for rec, graph in encoded if self.graph_kind == "kernel"
+                 and BuildConfig.parse(rec["build"]).kind == "tuned"]
+        # each kernel of a tuned record reads the schedules the kernel dataset measured for
+        # its workload on the record's hardware (the ones its tuned build picked from)
+        candidates = tuned_candidates(self.folder, needed={
+            (n.struct_hash, rec["hw_id"]) for rec, graph in tuned for n in graph.nodes
+        }) if tuned else {}
+        items = []
+        for rec, graph in encoded:
             if self.graph_kind == "kernel" and BuildConfig.parse(rec["build"]).kind == "tuned":
-                if candidates is None:
-                    candidates = tuned_candidates(self.folder)
-                # each kernel reads the schedules the kernel dataset measured for its
-                # workload on this record's hardware (the ones its tuned build picked from)
                 graph = graph.with_candidates(
-                    lambda n, found=candidates, hw_id=rec["hw_id"]:
-                    found.get((n.struct_hash, hw_id), []))
+                    lambda n, hw_id=rec["hw_id"]: candidates.get((n.struct_hash, hw_id), []))
             data = record_to_data(rec, graph)
             if self.graph_kind != "kernel":
                 data.kernel_mask = torch.zeros_like(data.kernel_mask)

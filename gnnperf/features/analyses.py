@@ -147,6 +147,13 @@ class KernelStatics:
     struct_hash: str
     missing: list[str]
 
+    def candidate_features(self) -> dict[str, Any]:
+        """The analyses as a ``tuned`` kernel's candidate stores them (no hash: the
+        candidate's kernel has its own). Shallow, unlike ``asdict``: the lists are shared
+        (read, never changed), and deep-copying 100,000 schedules' features took minutes."""
+        return {"flops": self.flops, "loops": self.loops, "ms_features": self.ms_features,
+                "missing": self.missing}
+
 
 def kernel_statics(func: tirx.PrimFunc, target: tvm.target.Target,
                    ms_features: bool = True) -> KernelStatics:

@@ -10,7 +10,6 @@ time from the unscheduled kernel alone.
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
 
 from ..builds import TUNED_SCHEDULES, cached_sampled_schedule, kernel_hash
@@ -35,9 +34,8 @@ def kernel_candidates(func: Any, target: Any, schedules: int = TUNED_SCHEDULES
         if drawn is None or (program := kernel_hash(drawn.func)) in seen:
             continue
         seen.add(program)
-        statics = asdict(kernel_statics(drawn.func, target))
-        statics.pop("struct_hash")
-        out.append({"features": statics, "trace": drawn.trace})
+        out.append({"features": kernel_statics(drawn.func, target).candidate_features(),
+                    "trace": drawn.trace})
     return out
 
 

@@ -22,7 +22,7 @@ import json
 import math
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -294,13 +294,16 @@ def load_kernel_table(root: str | os.PathLike[str] | DatasetFolder | None = None
     return _build(folder, progress)
 
 
-def tuned_candidates(root: str | os.PathLike[str] | DatasetFolder | None = None
+def tuned_candidates(root: str | os.PathLike[str] | DatasetFolder | None = None,
+                     needed: Collection[tuple[str, str]] | None = None
                      ) -> dict[tuple[str, str], list[dict[str, Any]]]:
     """Per (workload id, hardware id), the sampled schedules the kernel dataset measured,
     as a ``tuned`` kernel's :attr:`~gnnperf.features.KernelNode.candidates`: what a tuned
-    record's kernels were picked from (the analyses as the table reads them)."""
-    from dataclasses import asdict
+    record's kernels were picked from (the analyses as the table reads them).
 
+    ``needed`` limits it to those pairs: the tuned records of a dataset use a fraction of
+    the schedules, and analyses are only checked and copied for the ones that are used.
+    """
     folder = DatasetFolder.resolve(root)
     out: dict[tuple[str, str], list[dict[str, Any]]] = {}
     if not folder.kernels.is_dir():
@@ -309,12 +312,12 @@ def tuned_candidates(root: str | os.PathLike[str] | DatasetFolder | None = None
     parsed: dict[str, Any] = {}
     for records in by_shard.values():
         sampled = [r for r in records
-                   if r["schedule"] != "unscheduled" and r["workload_id"] in workloads]
+                   if r["schedule"] != "unscheduled" and r["workload_id"] in workloads
+                   and (needed is None or (r["workload_id"], r["hw_id"]) in needed)]
         for rec, statics in zip(sampled, _records_statics(sampled, workloads, parsed),
                                 strict=True):
-            features = {k: v for k, v in asdict(statics).items() if k != "struct_hash"}
             out.setdefault((rec["workload_id"], rec["hw_id"]), []).append(
-                {"features": features, "trace": _ms_record(rec)[0]})
+                {"features": statics.candidate_features(), "trace": _ms_record(rec)[0]})
     return out
 
 
