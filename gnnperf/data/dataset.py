@@ -144,7 +144,7 @@ class LatencyDataset(InMemoryDataset):
     def process(self) -> None:
         records, graphs = _records_and_graphs(Path(self.raw_dir), self.graph_kind)
         cache: dict[str, KernelGraph] = {}
-        encoded: list[tuple[dict[str, Any], KernelGraph]] = []
+        encoded: list[tuple[dict[str, Any], KernelGraph, bool]] = []
         for rec in records:
             gid = (rec["graph_id"] if self.graph_kind == "kernel"
                    else rec.get("onnx_graph_id") or rec["model_id"])
@@ -154,17 +154,17 @@ class LatencyDataset(InMemoryDataset):
                 graphs[gid] = _regenerate_onnx_graph(rec)
             if gid not in cache:
                 cache[gid] = KernelGraph.from_dict(graphs[gid])
-            encoded.append((rec, cache[gid]))
-        tuned = [(rec, graph) for rec, graph in encoded if self.graph_kind == "kernel"
-                 and BuildConfig.parse(rec["build"]).kind == "tuned"]
+            is_tuned = (self.graph_kind == "kernel"
+                        and BuildConfig.parse(rec["build"]).kind == "tuned")
+            encoded.append((rec, cache[gid], is_tuned))
         # each kernel of a tuned record reads the schedules the kernel dataset measured for
         # its workload on the record's hardware (the ones its tuned build picked from)
-        candidates = tuned_candidates(self.folder, needed={
-            (n.struct_hash, rec["hw_id"]) for rec, graph in tuned for n in graph.nodes
-        }) if tuned else {}
+        needed = {(n.struct_hash, rec["hw_id"])
+                  for rec, graph, is_tuned in encoded if is_tuned for n in graph.nodes}
+        candidates = tuned_candidates(self.folder, needed=needed) if needed else {}
         items = []
-        for rec, graph in encoded:
-            if self.graph_kind == "kernel" and BuildConfig.parse(rec["build"]).kind == "tuned":
+        for rec, graph, is_tuned in encoded:
+            if is_tuned:
                 graph = graph.with_candidates(
                     lambda n, hw_id=rec["hw_id"]: candidates.get((n.struct_hash, hw_id), []))
             data = record_to_data(rec, graph)

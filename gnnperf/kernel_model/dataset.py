@@ -22,7 +22,8 @@ import json
 import math
 import os
 import shutil
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -194,10 +195,14 @@ _ARRAYS = ("x", "log_ms", "workload", "hw_id", "unscheduled")
 
 
 def _records_statics(records: list[dict[str, Any]], workloads: dict[str, Any],
-                     parsed: dict[str, Any]) -> list[KernelStatics]:
-    """The analyses of each record of one shard (every one's workload known): the ones the
-    collector stored when a sample of them, replayed with the code of today, comes out the
-    same (the first and every VERIFY_EVERY-th record), else replayed (~8 ms each)."""
+                     parsed: dict[str, Any],
+                     keep: Callable[[dict[str, Any]], bool] | None = None
+                     ) -> list[KernelStatics]:
+    """The analyses of each record of one shard (every one's workload known; of those
+    ``keep`` accepts only, if given): the ones the collector stored when a sample of the
+    shard's records, replayed with the code of today, comes out the same (the first and
+    every VERIFY_EVERY-th record of ``records``, whatever ``keep`` says, so a record gets
+    the same analyses however many others are asked for), else replayed (~8 ms each)."""
     from tvm.s_tir.meta_schedule.database import Workload
 
     def replayed(rec: dict[str, Any]) -> KernelStatics:
@@ -211,7 +216,7 @@ def _records_statics(records: list[dict[str, Any]], workloads: dict[str, Any],
     trusted = all(_same_statics(replayed(records[i]), stored[i])  # type: ignore[arg-type]
                   for i in checked)
     return [st if st is not None and trusted else replayed(rec)
-            for rec, st in zip(records, stored, strict=True)]
+            for rec, st in zip(records, stored, strict=True) if keep is None or keep(rec)]
 
 
 def _shard_rows(records: list[dict[str, Any]], workloads: dict[str, Any],
@@ -294,15 +299,16 @@ def load_kernel_table(root: str | os.PathLike[str] | DatasetFolder | None = None
     return _build(folder, progress)
 
 
-def tuned_candidates(root: str | os.PathLike[str] | DatasetFolder | None = None,
-                     needed: Collection[tuple[str, str]] | None = None
+def tuned_candidates(root: str | os.PathLike[str] | DatasetFolder | None = None, *,
+                     needed: AbstractSet[tuple[str, str]] | None = None
                      ) -> dict[tuple[str, str], list[dict[str, Any]]]:
     """Per (workload id, hardware id), the sampled schedules the kernel dataset measured,
     as a ``tuned`` kernel's :attr:`~gnnperf.features.KernelNode.candidates`: what a tuned
     record's kernels were picked from (the analyses as the table reads them).
 
     ``needed`` limits it to those pairs: the tuned records of a dataset use a fraction of
-    the schedules, and analyses are only checked and copied for the ones that are used.
+    the schedules, and only the ones used are replayed where their stored analyses are
+    not trusted.
     """
     folder = DatasetFolder.resolve(root)
     out: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -310,11 +316,15 @@ def tuned_candidates(root: str | os.PathLike[str] | DatasetFolder | None = None,
         return out
     workloads, by_shard = _read_shards(folder)
     parsed: dict[str, Any] = {}
+
+    def used(rec: dict[str, Any]) -> bool:
+        return needed is None or (rec["workload_id"], rec["hw_id"]) in needed
+
     for records in by_shard.values():
         sampled = [r for r in records
-                   if r["schedule"] != "unscheduled" and r["workload_id"] in workloads
-                   and (needed is None or (r["workload_id"], r["hw_id"]) in needed)]
-        for rec, statics in zip(sampled, _records_statics(sampled, workloads, parsed),
+                   if r["schedule"] != "unscheduled" and r["workload_id"] in workloads]
+        kept = [r for r in sampled if used(r)]
+        for rec, statics in zip(kept, _records_statics(sampled, workloads, parsed, used),
                                 strict=True):
             out.setdefault((rec["workload_id"], rec["hw_id"]), []).append(
                 {"features": statics.candidate_features(), "trace": _ms_record(rec)[0]})
