@@ -148,9 +148,10 @@ class KernelStatics:
     missing: list[str]
 
     def candidate_features(self) -> dict[str, Any]:
-        """The analyses as a ``tuned`` kernel's candidate stores them (no hash: the
-        candidate's kernel has its own). Shallow, unlike ``asdict``: the lists are shared
-        (read, never changed), and deep-copying 100,000 schedules' features took minutes."""
+        """The analyses as a kernel record and a ``tuned`` kernel's candidate store them
+        (no hash: the record's workload and the candidate's kernel have their own).
+        Shallow, unlike ``asdict``: the lists are shared (read, never changed), and
+        deep-copying 100,000 schedules' features took minutes."""
         return {"flops": self.flops, "loops": self.loops, "ms_features": self.ms_features,
                 "missing": self.missing}
 

@@ -423,9 +423,7 @@ class KernelCollector:
 def _features(cand: Candidate, target: tvm.target.Target) -> dict[str, Any]:
     from ..features import kernel_statics
 
-    statics = kernel_statics(cand.func, target)
-    return {"flops": statics.flops, "loops": statics.loops,
-            "ms_features": statics.ms_features, "missing": statics.missing}
+    return kernel_statics(cand.func, target).candidate_features()
 
 
 def _gflop(w: KernelWorkload, target: tvm.target.Target) -> float:

@@ -197,9 +197,9 @@ _ARRAYS = ("x", "log_ms", "workload", "hw_id", "unscheduled")
 def _records_statics(records: list[dict[str, Any]], workloads: dict[str, Any],
                      parsed: dict[str, Any],
                      keep: Callable[[dict[str, Any]], bool] | None = None
-                     ) -> list[KernelStatics]:
-    """The analyses of each record of one shard (every one's workload known; of those
-    ``keep`` accepts only, if given): the ones the collector stored when a sample of the
+                     ) -> list[tuple[dict[str, Any], KernelStatics]]:
+    """Each record of one shard (every one's workload known; those ``keep`` accepts only,
+    if given) with its analyses: the ones the collector stored when a sample of the
     shard's records, replayed with the code of today, comes out the same (the first and
     every VERIFY_EVERY-th record of ``records``, whatever ``keep`` says, so a record gets
     the same analyses however many others are asked for), else replayed (~8 ms each)."""
@@ -215,7 +215,7 @@ def _records_statics(records: list[dict[str, Any]], workloads: dict[str, Any],
     checked = [i for i, st in enumerate(stored) if st is not None][::VERIFY_EVERY]
     trusted = all(_same_statics(replayed(records[i]), stored[i])  # type: ignore[arg-type]
                   for i in checked)
-    return [st if st is not None and trusted else replayed(rec)
+    return [(rec, st if st is not None and trusted else replayed(rec))
             for rec, st in zip(records, stored, strict=True) if keep is None or keep(rec)]
 
 
@@ -224,8 +224,7 @@ def _shard_rows(records: list[dict[str, Any]], workloads: dict[str, Any],
     """The table's arrays for the records of one shard (those whose workload is known: a
     record's workload line may have been lost with a killed writer)."""
     kept = [rec for rec in records if rec["workload_id"] in workloads]
-    rows = [_row(rec, st) for rec, st in zip(
-        kept, _records_statics(kept, workloads, parsed), strict=True)]
+    rows = [_row(rec, st) for rec, st in _records_statics(kept, workloads, parsed)]
     return {
         "x": np.asarray(rows, dtype=np.float32).reshape(len(rows), len(kernel_feature_names())),
         "log_ms": np.log(np.asarray([r["latency"]["median_ms"] for r in kept],
@@ -323,9 +322,7 @@ def tuned_candidates(root: str | os.PathLike[str] | DatasetFolder | None = None,
     for records in by_shard.values():
         sampled = [r for r in records
                    if r["schedule"] != "unscheduled" and r["workload_id"] in workloads]
-        kept = [r for r in sampled if used(r)]
-        for rec, statics in zip(kept, _records_statics(sampled, workloads, parsed, used),
-                                strict=True):
+        for rec, statics in _records_statics(sampled, workloads, parsed, used):
             out.setdefault((rec["workload_id"], rec["hw_id"]), []).append(
                 {"features": statics.candidate_features(), "trace": _ms_record(rec)[0]})
     return out
