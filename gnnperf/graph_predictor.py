@@ -15,6 +15,7 @@ import torch
 from torch_geometric.data import Batch
 
 from .build_config import BuildConfig
+from .calibration.prior import PRIOR_FILE, UnseenCpuPrior, load_prior
 from .calibration.store import Calibration, checkpoint_sha256, load_calibration
 from .data import graph_to_data
 from .features import KernelGraph
@@ -46,6 +47,32 @@ class Predictor:
         self.model, self.scaler = model_from_checkpoint(self.payload)
         self.sigma_scale = float(self.payload["sigma_scale"])
         self.coverage = float(self.payload["interval_coverage"])
+        folder = path if path.is_dir() else path.parent
+        #: how far this checkpoint's recipe errs on a CPU it never trained on (measured
+        #: by ``gnnperf bench``'s held-out CPUs; None: no such file beside the checkpoint)
+        self.unseen_prior: UnseenCpuPrior | None = load_prior(folder / PRIOR_FILE)
+
+    @property
+    def trained_cpus(self) -> set[str] | None:
+        """The CPU ids of the training records; None when the checkpoint does not say.
+
+        Checkpoints from before ``hosts`` was stored say it through their test figures
+        when they were trained on a random split: every CPU tested on was trained on.
+        """
+        if "hosts" in self.payload:
+            return set(self.payload["hosts"])
+        metrics = self.payload.get("metrics", {})
+        if metrics.get("split") == "random" and metrics.get("test_by_host"):
+            return set(metrics["test_by_host"])
+        return None
+
+    def unseen_spread(self, hw: HardwareSpec, build: str) -> float:
+        """The log spread an uncalibrated prediction for ``hw`` adds to its interval: the
+        unseen-CPU prior's for a CPU the checkpoint did not train on, else 0."""
+        cpus = self.trained_cpus
+        if self.unseen_prior is None or cpus is None or hw.cpu_id in cpus:
+            return 0.0
+        return self.unseen_prior.log_spread(build, hw.threads)
 
     @property
     def trained_isas(self) -> list[str]:
@@ -136,11 +163,17 @@ class Predictor:
             if calibrated and hw.cpu_id not in corrections:
                 corrections[hw.cpu_id] = self.calibration(hw)
             correction = corrections.get(hw.cpu_id) if calibrated else None
+            note = ""
             if correction is not None:
                 log_factor, log_spread = correction.correction(graph.build, hw.threads)
                 mu += log_factor
                 sigma = math.hypot(sigma, log_spread)
                 kernel_ms = [ms * math.exp(log_factor) for ms in kernel_ms]
+                note = correction.line()
+            elif self.unseen_prior is not None and (spread := self.unseen_spread(
+                    hw, graph.build)):
+                sigma = math.hypot(sigma, spread)
+                note = self.unseen_prior.line()
             low, high = interval_ms(mu, sigma)
             reasons = self.check_inputs(hw, graph.build, graph.total_flops / 1e9)
             for reason in reasons:
@@ -156,7 +189,7 @@ class Predictor:
                          for n, ms in zip(graph.nodes, kernel_ms, strict=True)],
                 predict_s=per_graph_s,
                 warnings=reasons,
-                calibration=correction.line() if correction is not None else "",
+                calibration=note,
             ))
         return results
 

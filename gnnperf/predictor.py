@@ -73,7 +73,9 @@ def predict(
     ``hw`` is a :class:`HardwareSpec`, its dict, or an id: ``"local"`` (this machine, best
     ISA, all cores), ``"local/x86-64-v3/1t"``, ... The time taken (lowering included) is
     in ``predict_s``. An ISA or figures outside the training hardware give a warning. A
-    CPU calibrated by ``gnnperf calibrate`` gets its correction (named in ``calibration``).
+    CPU calibrated by ``gnnperf calibrate`` gets its correction (named in ``calibration``);
+    an uncalibrated CPU the checkpoint never trained on gets an interval widened by the
+    unseen-CPU prior (said there too).
     """
     start = time.perf_counter()
     build = str(BuildConfig.parse(build))

@@ -406,6 +406,8 @@ def save_checkpoint(result: TrainResult, cfg: TrainConfig, dataset: LatencyDatas
         "gflop_ranges": gflop_ranges(dataset, result.indices["train"]),
         "builds": sorted({dataset[i].build for i in result.indices["train"]}),
         "isas": trained_isas(dataset, result.indices["train"]),
+        # CPU ids trained on: any other is predicted at 0 shots with the unseen-CPU prior
+        "hosts": sorted({host_of(str(dataset[i].hw_id)) for i in result.indices["train"]}),
         "metrics": result.metrics,
     }
     with atomic_path(out / "gnnperf.pt") as tmp:

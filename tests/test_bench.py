@@ -18,12 +18,13 @@ from gnnperf.bench.methods import (
     drop_untrained_builds,
     pin_unvaried_hardware,
 )
-from gnnperf.bench.report import calibrated, split_views, summarise
+from gnnperf.bench.report import calibrated, split_views, summarise, unseen_cpu_prior
 from gnnperf.bench.results import MethodResult, ResultStore, SplitResult, commit_paths
 from gnnperf.bench.splits import calibration_positions, plan_runs
 from gnnperf.data import LatencyDataset, feature_names
 from gnnperf.errors import GnnperfError
 from gnnperf.hardware import HardwareSpec
+from gnnperf.training import INTERVAL_Z
 
 METHODS = {"gnn", "gnn_no_aux", "gnn_no_hw", "gnn_onnx_graph", "measured_kernel_sum",
            "learned_kernel_sum", "roofline", "critical_path"}
@@ -82,6 +83,8 @@ def test_quick_benchmark_writes_the_report_and_resumes(small_root: Path, tmp_pat
     assert lofo["methods"]["gnn"]["mape_worst"] == pytest.approx(max(per_family))
     # one CPU in this dataset, no hf-* models: said, not silently dropped
     assert "one CPU" in data["skipped"]["leave_cpu_out"]
+    # so no held-out CPU measured what 0 shots cost: no unseen-CPU prior is written
+    assert data["unseen_cpu_prior"] is None and not (tmp_path / "unseen_cpu_prior.json").exists()
     assert "hf-*" in data["skipped"]["real_architectures"]
     # no kernel dataset here: the GNN runs without a kernel model, and the report says why
     assert all(any("no kernel model" in n for n in notes) for notes in data["notes"].values())
@@ -209,6 +212,39 @@ def test_a_held_out_cpu_is_calibrated_per_build_kind_and_thread_count() -> None:
     assert two["methods"]["gnn"]["mape"] < zero["methods"]["gnn"]["mape"]
     names = {t["target"] for t in targets(splits) if t["split"] == "leave_cpu_out_2_shots"}
     assert "gnn MAPE < 8%" in names
+
+
+def test_a_held_out_cpu_at_0_shots_is_widened_by_the_other_held_out_cpus_bias() -> None:
+    # three held-out CPUs, two models each in two cells; measured / predicted per cell
+    bias = {"a": {"sampled:0": 0.0, "default": 0.0}, "b": {"sampled:0": 0.4, "default": -0.2},
+            "c": {"sampled:0": 0.3, "default": 0.0}}
+    records = [(m, "f", 2, b) for m in ("m1", "m2") for b in ("sampled:0", "default")]
+    runs = [_result([1.0] * 4, {"gnn": [math.exp(-bias[cpu][b]) for *_, b in records]},
+                    key="leave_cpu_out", holdout=cpu, records=records) for cpu in "abc"]
+    views = split_views(runs, calibration_shots=2)
+    zero = {r.run.holdout: methods["gnn"] for r, methods, _ in views["leave_cpu_out_0_shots"]}
+    own = math.log(1.1 / 0.9) / 2  # each run's own interval, log half-width
+    # a's interval: the spread of b's and c's four cell biases (two CPUs: pooled), in
+    # quadrature with its own
+    tau = math.sqrt((0.4 ** 2 + 0.2 ** 2 + 0.3 ** 2 + 0.0 ** 2) / 4)
+    half = np.log(zero["a"].high_ms / zero["a"].low_ms) / 2
+    assert half == pytest.approx([math.hypot(own, INTERVAL_Z * tau)] * 4)
+    assert zero["a"].pred_ms == pytest.approx(runs[0].methods["gnn"].pred_ms)
+    # centred on the prediction in log
+    assert np.sqrt(zero["b"].low_ms * zero["b"].high_ms) == pytest.approx(
+        runs[1].methods["gnn"].pred_ms)
+    # c is off by 35% in sampled builds: its own interval missed; the prior from a and b
+    # (log spread 0.224) covers it
+    assert np.all(runs[2].methods["gnn"].high_ms[::2] < 1.0)
+    assert np.all(zero["c"].high_ms >= 1.0)
+    # from all three CPUs each cell has its own spread
+    prior = unseen_cpu_prior(runs, "gnn")
+    assert prior is not None and prior.cpus == ["a", "b", "c"]
+    assert prior.cells == pytest.approx({"default/2t": math.sqrt(0.04 / 3),
+                                         "sampled/2t": math.sqrt(0.25 / 3)})
+    assert prior.log_spread("tuned", 2) == prior.cells["sampled/2t"]
+    assert prior.log_spread("default", 1) == pytest.approx(math.sqrt(0.29 / 6))
+    assert unseen_cpu_prior(runs, "absent") is None
 
 
 def test_targets_compare_the_gnn_with_baselines_oracle_floor_and_builds() -> None:

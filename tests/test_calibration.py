@@ -17,6 +17,7 @@ from gnnperf.calibration import (
     load_calibration,
     save_calibration,
 )
+from gnnperf.calibration.prior import PRIOR_FILE, UnseenCpuPrior, load_prior
 from gnnperf.errors import GnnperfError
 
 
@@ -62,14 +63,84 @@ def test_each_build_kind_and_thread_count_gets_its_own_factor() -> None:
     assert Calibration.from_dict(fitted.to_dict()) == fitted
 
 
+def test_the_unseen_cpu_prior_is_the_rms_cell_bias_over_held_out_cpus(tmp_path: Path
+                                                                      ) -> None:
+    # measured / predicted: cpu a x1.5 in sampled 2t, cpu b /1.5 there; both exact in default
+    rows = [(cpu, build, 2, ms, 1.0) for cpu, ms in (("a", 1.5), ("b", 1 / 1.5))
+            for build in ("sampled:0", "sampled:3")]
+    rows += [(cpu, "default", 2, 1.0, 1.0) for cpu in ("a", "b") for _ in range(2)]
+    rows += [("c", "default", 2, 9.0, 1.0)]  # one record: too few to say c's bias
+    prior = UnseenCpuPrior.from_records(rows, source="test")
+    assert prior.cpus == ["a", "b"]
+    # the sign of a CPU's bias does not transfer, its size does: log 1.5 from +/- log 1.5
+    assert prior.pooled_log_spread == pytest.approx(math.log(1.5) / math.sqrt(2))
+    assert prior.cells == {}  # two CPUs per cell: each cell takes the pooled spread
+    assert prior.log_spread("tuned", 1) == prior.pooled_log_spread
+    third = [("d", "sampled:0", 2, 2.0, 1.0)] * 2
+    prior3 = UnseenCpuPrior.from_records(rows + third)
+    assert prior3.cells == pytest.approx({"sampled/2t": math.sqrt(
+        (2 * math.log(1.5) ** 2 + math.log(2.0) ** 2) / 3)})
+    assert prior3.log_spread("tuned", 2) == prior3.cells["sampled/2t"]
+    # stored beside a checkpoint, read back the same; a broken file is a one-line error
+    path = prior.save(tmp_path / PRIOR_FILE)
+    assert load_prior(path) == prior
+    assert load_prior(tmp_path / "missing.json") is None
+    path.write_text("{")
+    with pytest.raises(GnnperfError, match="unreadable"):
+        load_prior(path)
+    with pytest.raises(GnnperfError):
+        UnseenCpuPrior.from_records(rows[-1:])
+
+
+def test_predict_widens_an_uncalibrated_unseen_cpu_by_the_prior(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cnn_onnx: Path) -> None:
+    from gnnperf.graph_predictor import load_predictor
+    from gnnperf.hardware import HardwareSpec
+    from gnnperf.prediction_types import default_checkpoint
+    from gnnperf.predictor import predict
+    from gnnperf.training import INTERVAL_Z
+
+    monkeypatch.setenv("GNNPERF_CACHE_DIR", str(tmp_path / "cache"))
+    folder = tmp_path / "checkpoint"
+    folder.mkdir()
+    (folder / "gnnperf.pt").symlink_to(default_checkpoint().resolve())
+    UnseenCpuPrior(0.3, {"sampled/2t": 0.5}).save(folder / PRIOR_FILE)
+    checkpoint = folder / "gnnperf.pt"
+    predictor = load_predictor(checkpoint)
+    hw = HardwareSpec.from_id("local/x86-64-v3/2t")
+
+    def run(build: str) -> tuple[float, float, str]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            p = predict(cnn_onnx, hw, build=build, checkpoint=checkpoint)
+        return p.latency_ms, math.log(p.high_ms / p.low_ms) / 2, p.calibration
+
+    predictor.payload["hosts"] = [hw.cpu_id]  # trained on this CPU: its own interval
+    seen = {b: run(b) for b in ("sampled:0", "default")}
+    assert all(note == "" for *_, note in seen.values())
+    predictor.payload["hosts"] = ["another-cpu"]  # never trained on this one
+    for build, spread in (("sampled:0", 0.5), ("default", 0.3)):
+        ms, half, note = run(build)
+        assert predictor.unseen_spread(hw, build) == spread
+        assert ms == pytest.approx(seen[build][0], rel=1e-6)
+        assert half == pytest.approx(math.hypot(seen[build][1], INTERVAL_Z * spread))
+        assert "did not train on" in note
+    # a checkpoint that does not say which CPUs it trained on is not widened
+    del predictor.payload["hosts"]
+    predictor.payload["metrics"] = {**predictor.payload["metrics"], "split": "leave-cpu-out"}
+    assert predictor.trained_cpus is None and predictor.unseen_spread(hw, "default") == 0.0
+
+
 def test_calibrate_measures_here_and_predict_applies_it_to_this_cpu_only(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     from gnnperf.calibration.run import calibrate
     from gnnperf.cli import main
+    from gnnperf.graph_predictor import load_predictor
     from gnnperf.hardware import HardwareSpec
     from gnnperf.measure import MeasureSettings
     from gnnperf.predictor import predict
+    from gnnperf.training import INTERVAL_Z
 
     monkeypatch.setenv("GNNPERF_CACHE_DIR", str(tmp_path / "cache"))
     hw = HardwareSpec.from_id("local/x86-64-v3/2t")
@@ -84,22 +155,31 @@ def test_calibrate_measures_here_and_predict_applies_it_to_this_cpu_only(
         done = calibrate(hw, models=2, max_gflop=0.02,
                          settings=MeasureSettings.waiting_at_most(5, repeat=3))
         calibrated = [predict(model, h, build=b) for h, b in configs]
-    assert all(z.calibration == "" for z in zero_shot)
+    # 0 shots: the checkpoint's own interval, widened by the unseen-CPU prior where this
+    # CPU is one the shipped checkpoint did not train on
+    predictor = load_predictor()
+    unseen = [predictor.unseen_spread(HardwareSpec.coerce(h), b) for h, b in configs]
+    prior_note = predictor.unseen_prior.line() if predictor.unseen_prior else ""
+    assert [z.calibration for z in zero_shot] == [prior_note if u else "" for u in unseen]
     assert len(done.points) == 8 and all(p.measured_ms > 0 for p in done.points)
     assert sorted(done.cells) == ["default/1t", "default/2t", "sampled/1t", "sampled/2t"]
     stored = load_calibration(hw.cpu_id, checkpoint_sha256())
     assert stored is not None and stored.to_dict() == done.to_dict()
     # each prediction by its cell's factor, tuned by sampled's at the same threads
-    for (_, build), cell, zero, fixed in zip(configs, ["sampled/2t", "sampled/1t",
-                                                       "default/2t", "sampled/2t"],
-                                             zero_shot, calibrated, strict=True):
+    for (_, build), cell, zero, fixed, spread in zip(
+            configs, ["sampled/2t", "sampled/1t", "default/2t", "sampled/2t"], zero_shot,
+            calibrated, unseen, strict=True):
         factor = math.exp(done.cells[cell].log_factor)
         assert fixed.latency_ms == pytest.approx(zero.latency_ms * factor, rel=1e-6), build
         assert [k.ms for k in fixed.kernels] == pytest.approx(
             [k.ms * factor for k in zero.kernels], rel=1e-6)
-        # the interval moves with the factor and widens by the cell's spread
-        assert fixed.high_ms / fixed.low_ms >= zero.high_ms / zero.low_ms
-        assert fixed.calibration
+        # the interval moves with the factor; the checkpoint's own width is widened by the
+        # cell's spread instead of the prior's
+        own = math.sqrt(max((math.log(zero.high_ms / zero.low_ms) / 2) ** 2
+                            - (INTERVAL_Z * spread) ** 2, 0.0))
+        assert math.log(fixed.high_ms / fixed.low_ms) / 2 == pytest.approx(
+            math.hypot(own, INTERVAL_Z * done.cells[cell].log_spread), rel=1e-4)
+        assert fixed.calibration.startswith(hw.cpu_id)
     zero_shot, calibrated = zero_shot[0], calibrated[0]
 
     # a calibration of another CPU, or of another checkpoint, is not applied here
@@ -115,7 +195,8 @@ def test_calibrate_measures_here_and_predict_applies_it_to_this_cpu_only(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         again = predict(model, hw, build="sampled:0")
-    assert again.calibration == "" and again.latency_ms == pytest.approx(zero_shot.latency_ms)
+    assert again.calibration == zero_shot.calibration
+    assert again.latency_ms == pytest.approx(zero_shot.latency_ms)
     assert load_calibration("another-cpu", done.checkpoint_sha256) is not None
     assert main(["calibrate", "--models", "1"]) == 2
     assert "at least 2" in capsys.readouterr().err

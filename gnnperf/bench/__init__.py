@@ -10,9 +10,13 @@ by build. Every method trains on a split's training side under one budget rule
 
 Resumable: each finished split run is stored (``runs/``; committed with ``--commit``), a
 later call skips it, and the report is rebuilt from every stored run of the same dataset
-and settings, marked partial until all have run. Modules: :mod:`.config` (settings and the
-budget rule), :mod:`.splits` (which runs), :mod:`.methods` (one run), :mod:`.results`
-(storage), :mod:`.report` (figures, targets, tables), :mod:`.plots`.
+and settings, marked partial until all have run. The held-out-CPU runs also give the
+GNN's unseen-CPU prior (``unseen_cpu_prior.json`` beside the report; copied beside a
+checkpoint, ``predict`` widens an uncalibrated unseen CPU's interval by it).
+
+Modules: :mod:`.config` (settings and the budget rule), :mod:`.splits` (which runs),
+:mod:`.methods` (one run), :mod:`.results` (storage), :mod:`.report` (figures, targets,
+tables), :mod:`.plots`.
 """
 
 from __future__ import annotations
@@ -30,13 +34,14 @@ import torch
 from tqdm import tqdm
 
 from ..atomic import write_text
+from ..calibration.prior import PRIOR_FILE
 from ..data import LatencyDataset, dataset_stats
 from ..errors import GnnperfError
 from ..hardware import HardwareSpec
 from .config import QUICK, BenchConfig, BudgetRule
 from .methods import BASELINES, GNN_VARIANTS, LEARNED_ADDITIVE, run_split
 from .plots import plot_split
-from .report import View, markdown, split_views, summarise, targets
+from .report import View, markdown, split_views, summarise, targets, unseen_cpu_prior
 from .results import ResultStore, SplitResult, commit_paths
 from .splits import SPLIT_KINDS, SplitRun, plan_runs
 
@@ -91,6 +96,10 @@ def run(root: str | Path | None, out: Path, cfg: BenchConfig, command: str, *,
     results = [store.load(r) for r in runs if store.has(r)]
     views = split_views(results, cfg.calibration_shots)
     report = build_report(results, views, runs, skipped, ds, cfg, command, root)
+    prior = unseen_cpu_prior([r for r in results if r.run.key == "leave_cpu_out"], "gnn",
+                             source=f"{command} (dataset {ds.fingerprint}, settings "
+                                    f"{cfg.fingerprint()})")
+    report["unseen_cpu_prior"] = prior.to_dict() if prior is not None else None
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "report.json", out / "report.md"]
     for name, view in views.items():
@@ -98,6 +107,8 @@ def run(root: str | Path | None, out: Path, cfg: BenchConfig, command: str, *,
                                   out / "plots" / f"{name}.png"))
     write_text(out / "report.json", json.dumps(report, indent=1) + "\n")
     write_text(out / "report.md", markdown(report))
+    if prior is not None:  # what `predict` widens an unseen CPU's interval by
+        written.append(prior.save(out / PRIOR_FILE))
     if commit:
         commit_paths(written, f"bench: report, {len(results)} of {len(runs)} runs "
                               f"({ds.fingerprint})")

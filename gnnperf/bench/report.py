@@ -4,6 +4,11 @@ Every figure is recomputed from the runs' predictions: MAPE and friends, interva
 each split broken down by build, the random split by CPU beside that CPU's noise floor,
 and a held-out CPU at 0 shots and after the few-shot calibration ``gnnperf calibrate``
 fits (:meth:`gnnperf.calibration.store.Calibration.fit` on the same models' errors).
+
+At 0 shots each method's interval is widened as ``predict`` widens the GNN's on a CPU its
+checkpoint never saw (:class:`gnnperf.calibration.prior.UnseenCpuPrior`), by a prior
+fitted on the *other* held-out CPUs' runs of that method, so no CPU's own errors size its
+interval.
 """
 
 from __future__ import annotations
@@ -13,7 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from ..calibration.prior import UnseenCpuPrior
 from ..calibration.store import MIN_MODELS, Calibration, CalibrationPoint
+from ..errors import GnnperfError
 from ..metrics import metrics
 from ..training import INTERVAL_COVERAGE, INTERVAL_Z
 from .config import BenchConfig
@@ -53,10 +60,52 @@ def calibrated(result: MethodResult, test: dict[str, list[Any]], shots: Sequence
         return MethodResult(nan, nan, nan, result.training)
     fit = Calibration.fit(points, cpu_id="held-out", checkpoint_sha256="", hw_id="", build="")
     log_factor, log_spread = np.array([fit.correction(*c) for c in configs]).T
-    pred = result.pred_ms * np.exp(log_factor)
-    half = np.log(result.high_ms / result.low_ms) / 2
-    half = np.hypot(half, INTERVAL_Z * log_spread)
+    return _spread_out(result, result.pred_ms * np.exp(log_factor), log_spread)
+
+
+def _spread_out(result: MethodResult, pred: np.ndarray, log_spread: np.ndarray
+                ) -> MethodResult:
+    """``result`` predicting ``pred``, its interval's log half-width widened by
+    ``log_spread`` (a standard deviation) in quadrature, centred on ``pred`` in log."""
+    half = np.hypot(np.log(result.high_ms / result.low_ms) / 2, INTERVAL_Z * log_spread)
     return MethodResult(pred, pred * np.exp(-half), pred * np.exp(half), result.training)
+
+
+def unseen_cpu_prior(runs: Sequence[SplitResult], method: str, source: str = ""
+                     ) -> UnseenCpuPrior | None:
+    """``method``'s prior on an unseen CPU from held-out-CPU runs: each run's holdout is
+    a CPU the method never trained on; None when no run holds the method."""
+    records = []
+    for r in runs:
+        if method not in r.methods:
+            continue
+        pred = r.methods[method].pred_ms
+        for i, (key, true) in enumerate(zip(r.test["key"], r.true_ms, strict=True)):
+            records.append((str(r.run.holdout), *record_build_threads(key), float(true),
+                            float(pred[i])))
+    try:
+        return UnseenCpuPrior.from_records(records, source)
+    except GnnperfError:
+        return None
+
+
+def widened(result: MethodResult, test: dict[str, list[Any]], prior: UnseenCpuPrior
+            ) -> MethodResult:
+    """The method's interval widened by ``prior``'s spread for each record's cell, in
+    quadrature (the interval stays centred on the prediction, in log)."""
+    spread = np.array([prior.log_spread(*record_build_threads(k)) for k in test["key"]])
+    return _spread_out(result, result.pred_ms, spread)
+
+
+def _zero_shot(run: SplitResult, runs: Sequence[SplitResult]) -> dict[str, MethodResult]:
+    """``run``'s methods at 0 shots: each interval widened by the prior that method's runs
+    on the other held-out CPUs give (unchanged where there are none)."""
+    others = [r for r in runs if r.run.holdout != run.run.holdout]
+    out = {}
+    for name, result in run.methods.items():
+        prior = unseen_cpu_prior(others, name)
+        out[name] = result if prior is None else widened(result, run.test, prior)
+    return out
 
 
 def _table(results: View) -> dict[str, dict[str, float]]:
@@ -118,9 +167,10 @@ def _leave_out(results: View) -> dict[str, Any]:
 
 def split_views(results: Sequence[SplitResult],
                 calibration_shots: int = BenchConfig.calibration_shots) -> dict[str, View]:
-    """Each report split's runs; a held-out CPU gives two: at 0 shots and after
-    ``calibration_shots`` calibration models (:func:`.splits.calibration_positions`), both
-    scored on the models left once those are taken out (all their records)."""
+    """Each report split's runs; a held-out CPU gives two: at 0 shots (intervals widened by
+    the other held-out CPUs' prior) and after ``calibration_shots`` calibration models
+    (:func:`.splits.calibration_positions`), both scored on the models left once those are
+    taken out (all their records)."""
     views: dict[str, View] = {}
     for key in SPLIT_KINDS:
         runs = [r for r in results if r.run.key == key]
@@ -134,7 +184,7 @@ def split_views(results: Sequence[SplitResult],
             chosen = calibration_positions(r.test, calibration_shots)
             rest = ~np.isin(np.array(r.test["model_id"]),
                             [r.test["model_id"][i] for i in chosen])
-            zero.append((r, r.methods, rest))
+            zero.append((r, _zero_shot(r, runs), rest))
             if len(chosen) >= MIN_MODELS:
                 shots.append((r, {m: calibrated(x, r.test, chosen)
                                   for m, x in r.methods.items()}, rest))
@@ -239,6 +289,8 @@ def markdown(report: dict[str, Any]) -> str:
     cols = ("mape", "mape_std", "rmspe", "acc10", "spearman", "coverage", "models")
     for split, entry in report["splits"].items():
         lines += [f"## {split}", "", f"{entry['runs']} run(s).", ""]
+        if split.endswith("_0_shots"):
+            lines += _prior_lines(report.get("unseen_cpu_prior"))
         lines += _rows(entry["methods"], cols)
         if "mape_worst" in next(iter(entry["methods"].values()), {}):
             lines.append("")
@@ -261,6 +313,20 @@ def markdown(report: dict[str, Any]) -> str:
             lines += _rows(e["methods"], ("mape", "spearman", "coverage", "models"))
         lines += ["", f"![{split}](plots/{split}.png)", ""]
     return "\n".join(lines) + "\n"
+
+
+def _prior_lines(prior: dict[str, Any] | None) -> list[str]:
+    """What the 0-shot intervals include, and the GNN's prior from every held-out CPU."""
+    lines = ["Intervals at 0 shots are widened, for each method and held-out CPU, by the "
+             "spread of that method's per-cell bias on the *other* held-out CPUs "
+             "(`UnseenCpuPrior`; a CPU alone leaves them as the method gave them)."]
+    if prior:
+        cells = ", ".join(f"{c} {v:.3f}" for c, v in prior["cells"].items()) or "none"
+        cpus = sorted({b["cpu"] for b in prior["biases"]})
+        lines.append(f"The GNN's prior from all {len(cpus)} held-out CPUs "
+                     f"(`unseen_cpu_prior.json`): pooled log spread "
+                     f"{prior['pooled_log_spread']:.3f}; per cell (from 3 CPUs up): {cells}.")
+    return [" ".join(lines), ""]
 
 
 def _rows(table: dict[str, dict[str, float]], cols: Sequence[str]) -> list[str]:

@@ -13,12 +13,18 @@ The corrections live in the user's cache folder (``calibration.json``), keyed by
 signature id and the checkpoint's SHA-256, so another checkpoint is never corrected by a
 factor fitted to this one.
 
-Modules: :mod:`.store` (the correction, its fit and its storage: what prediction reads)
-and :mod:`.run` (measuring the calibration models: what ``gnnperf calibrate`` runs).
+Before any calibration, a CPU the checkpoint never trained on gets an interval widened by
+the unseen-CPU prior (:mod:`.prior`): how far the benchmark's held-out CPUs sat from
+their checkpoints' predictions, per cell.
+
+Modules: :mod:`.store` (the correction, its fit and its storage: what prediction reads),
+:mod:`.run` (measuring the calibration models: what ``gnnperf calibrate`` runs) and
+:mod:`.prior` (the 0-shot prior: its fit from held-out CPUs and its file).
 """
 
 from __future__ import annotations
 
+from .prior import PRIOR_FILE, UnseenCpuPrior, load_prior
 from .store import (
     Calibration,
     CalibrationPoint,
@@ -28,5 +34,6 @@ from .store import (
     save_calibration,
 )
 
-__all__ = ["Calibration", "CalibrationPoint", "checkpoint_sha256", "load_calibration",
-           "remove_calibration", "save_calibration"]
+__all__ = ["PRIOR_FILE", "Calibration", "CalibrationPoint", "UnseenCpuPrior",
+           "checkpoint_sha256", "load_calibration", "load_prior", "remove_calibration",
+           "save_calibration"]

@@ -58,7 +58,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     for reason in r.warnings:
         print(f"gnnperf: warning: {reason}", file=sys.stderr)
     if r.calibration:
-        print(f"gnnperf: calibrated: {r.calibration}", file=sys.stderr)
+        print(f"gnnperf: calibration: {r.calibration}", file=sys.stderr)
     if args.json:
         print_json(r.to_dict())
         return 0
