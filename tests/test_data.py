@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
 import subprocess
@@ -358,6 +359,24 @@ def test_every_command_reads_the_folder_collect_wrote(
                  "--ensemble", "1", "--hidden", "16", "--layers", "1",
                  "--out", str(tmp_path / "ckpt")]) == 0
     assert (tmp_path / "ckpt" / "gnnperf.pt").is_file()
+    assert "training capped" not in capsys.readouterr().out
+    # a whole-run budget that reading the dataset already spent: training gets its floor
+    assert main(["train", "--root", str(small_root), "--epochs", "2", "--patience", "2",
+                 "--ensemble", "1", "--hidden", "16", "--layers", "1", "--total-minutes",
+                 "0.5", "--out", str(tmp_path / "capped")]) == 0
+    assert "training capped at 1.0 min (not 16)" in capsys.readouterr().out
+    saved = json.loads((tmp_path / "capped" / "metrics.json").read_text())
+    assert saved["train_config"]["max_minutes"] == 1.0
+    assert main(["train", "--root", str(small_root), "--total-minutes", "0"]) == 2
+
+
+def test_training_gets_what_reading_the_dataset_left_of_the_run_budget() -> None:
+    from gnnperf.train_config import FINISH_MINUTES, MIN_TRAINING_MINUTES, training_minutes
+
+    assert training_minutes(16.0, 19.0, 0.1) == 16.0  # processed already: the full cap
+    assert training_minutes(16.0, 19.0, 5.0) == pytest.approx(14.0 - FINISH_MINUTES)
+    assert training_minutes(16.0, 19.0, 30.0) == MIN_TRAINING_MINUTES
+    assert training_minutes(0.5, 19.0, 30.0) == 0.5  # never above the cap asked for
 
 
 def test_older_spellings_of_a_dataset_folder_read_the_same(small_root: Path,
