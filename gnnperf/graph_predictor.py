@@ -48,16 +48,19 @@ class Predictor:
         self.sigma_scale = float(self.payload["sigma_scale"])
         self.coverage = float(self.payload["interval_coverage"])
         folder = path if path.is_dir() else path.parent
-        #: how far this checkpoint's recipe errs on a CPU it never trained on (measured
-        #: by ``gnnperf bench``'s held-out CPUs; None: no such file beside the checkpoint)
+        #: how far this checkpoint's recipe errs on a CPU it never trained on, measured by
+        #: ``gnnperf bench`` on checkpoints trained without each held-out CPU (None: no
+        #: such file beside the checkpoint; one retrained into this folder keeps it)
         self.unseen_prior: UnseenCpuPrior | None = load_prior(folder / PRIOR_FILE)
 
     @property
     def trained_cpus(self) -> set[str] | None:
-        """The CPU ids of the training records; None when the checkpoint does not say.
+        """The CPU signature ids of the v2 training records; None when the checkpoint does
+        not say.
 
         Checkpoints from before ``hosts`` was stored say it through their test figures
-        when they were trained on a random split: every CPU tested on was trained on.
+        when they were trained on a random split: every CPU tested on (v2 records only)
+        was trained on.
         """
         if "hosts" in self.payload:
             return set(self.payload["hosts"])
@@ -163,17 +166,16 @@ class Predictor:
             if calibrated and hw.cpu_id not in corrections:
                 corrections[hw.cpu_id] = self.calibration(hw)
             correction = corrections.get(hw.cpu_id) if calibrated else None
-            note = ""
+            unseen = ""
             if correction is not None:
                 log_factor, log_spread = correction.correction(graph.build, hw.threads)
                 mu += log_factor
                 sigma = math.hypot(sigma, log_spread)
                 kernel_ms = [ms * math.exp(log_factor) for ms in kernel_ms]
-                note = correction.line()
             elif self.unseen_prior is not None and (spread := self.unseen_spread(
                     hw, graph.build)):
                 sigma = math.hypot(sigma, spread)
-                note = self.unseen_prior.line()
+                unseen = self.unseen_prior.line(spread)
             low, high = interval_ms(mu, sigma)
             reasons = self.check_inputs(hw, graph.build, graph.total_flops / 1e9)
             for reason in reasons:
@@ -189,7 +191,8 @@ class Predictor:
                          for n, ms in zip(graph.nodes, kernel_ms, strict=True)],
                 predict_s=per_graph_s,
                 warnings=reasons,
-                calibration=note,
+                calibration=correction.line() if correction is not None else "",
+                unseen_cpu=unseen,
             ))
         return results
 

@@ -43,10 +43,12 @@ class Prediction:
     kernels: list[KernelPrediction] = field(default_factory=list)
     predict_s: float = 0.0
     warnings: list[str] = field(default_factory=list)
-    #: the few-shot correction applied (``gnnperf calibrate``); at 0 shots on a CPU the
-    #: checkpoint never trained on, how the unseen-CPU prior widened the interval; empty:
-    #: 0 shots on a CPU it trained on (or no prior beside the checkpoint)
+    #: the few-shot correction applied (``gnnperf calibrate``); empty: 0 shots
     calibration: str = ""
+    #: at 0 shots on a CPU the checkpoint never trained on: how the unseen-CPU prior
+    #: widened the interval (empty on a CPU it trained on, when calibrated, or without a
+    #: prior beside the checkpoint)
+    unseen_cpu: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

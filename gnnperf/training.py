@@ -382,6 +382,14 @@ def trained_isas(dataset: LatencyDataset, indices: list[int]) -> list[str]:
     return [isa for level, isa in enumerate(ISA_LEVELS) if level in levels]
 
 
+def trained_cpu_ids(dataset: LatencyDataset, indices: list[int]) -> list[str]:
+    """The CPU signature ids of the training records measured under v2 (any other CPU is
+    predicted at 0 shots with the unseen-CPU prior). Records from before v2 carry a tag
+    (``local``, ``amd-epyc``), not a signature id, so their CPUs count as unseen."""
+    store = dataset._data
+    return sorted({host_of(str(store.hw_id[i])) for i in indices if bool(store.v2[i])})
+
+
 def save_checkpoint(result: TrainResult, cfg: TrainConfig, dataset: LatencyDataset,
                     out: str | os.PathLike[str]) -> Path:
     """Write ``gnnperf.pt`` and ``metrics.json`` into ``out`` (temp files, then rename)."""
@@ -406,8 +414,7 @@ def save_checkpoint(result: TrainResult, cfg: TrainConfig, dataset: LatencyDatas
         "gflop_ranges": gflop_ranges(dataset, result.indices["train"]),
         "builds": sorted({dataset[i].build for i in result.indices["train"]}),
         "isas": trained_isas(dataset, result.indices["train"]),
-        # CPU ids trained on: any other is predicted at 0 shots with the unseen-CPU prior
-        "hosts": sorted({host_of(str(dataset[i].hw_id)) for i in result.indices["train"]}),
+        "hosts": trained_cpu_ids(dataset, result.indices["train"]),
         "metrics": result.metrics,
     }
     with atomic_path(out / "gnnperf.pt") as tmp:

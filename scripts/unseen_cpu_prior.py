@@ -3,8 +3,9 @@
 ``gnnperf bench`` writes ``unseen_cpu_prior.json`` from the held-out-CPU runs of one
 dataset and one configuration. This fits it from any stored runs (e.g. the interim ones,
 each held out on another snapshot of the dataset), prints each held-out CPU's 0-shot
-MAPE and interval coverage before and after widening by the prior fitted on the *other*
-held-out CPUs (as the report scores it), and writes the prior from all of them:
+MAPE and interval coverage on all its records (calibration models included) before and
+after widening by the prior fitted on the *other* held-out CPUs (as the report widens
+them), and writes the prior from all of them:
 
     python scripts/unseen_cpu_prior.py benchmarks/interim/runs/*/leave_cpu_out-*.json \
         --out checkpoints/unseen_cpu_prior.json
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gnnperf.bench.report import score, unseen_cpu_prior, widened
+from gnnperf.bench.report import score, unseen_cpu_prior, zero_shot
 from gnnperf.bench.results import SplitResult
 
 
@@ -37,15 +38,15 @@ def main() -> int:
           "  prior from")
     for r in runs:
         raw = r.methods[args.method]
-        others = [o for o in runs if o.run.holdout != r.run.holdout]
-        prior = unseen_cpu_prior(others, args.method)
-        wide = widened(raw, r.test, prior) if prior is not None else raw
+        wide = zero_shot(r, runs)[args.method]
+        others = unseen_cpu_prior([o for o in runs if o.run.holdout != r.run.holdout],
+                                  args.method)
         ok = np.isfinite(raw.pred_ms)
         before = score(raw.pred_ms[ok], raw.low_ms[ok], raw.high_ms[ok], r.true_ms[ok])
         after = score(wide.pred_ms[ok], wide.low_ms[ok], wide.high_ms[ok], r.true_ms[ok])
         print(f"{r.run.holdout!s:24} {int(ok.sum()):7d} {before['mape']:6.2f} "
               f"{before['coverage']:6.1f} {after['coverage']:12.1f}  "
-              + (", ".join(prior.cpus) if prior else "none (no other held-out CPU)"))
+              + (", ".join(others.cpus) if others else "none (no other held-out CPU)"))
     prior = unseen_cpu_prior(runs, args.method, source=" ".join(
         ["python", *map(shlex.quote, sys.argv)]))
     if prior is None:

@@ -109,25 +109,33 @@ def test_predict_widens_an_uncalibrated_unseen_cpu_by_the_prior(
     predictor = load_predictor(checkpoint)
     hw = HardwareSpec.from_id("local/x86-64-v3/2t")
 
-    def run(build: str) -> tuple[float, float, str]:
+    def run(build: str) -> tuple[float, float, str, str]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             p = predict(cnn_onnx, hw, build=build, checkpoint=checkpoint)
-        return p.latency_ms, math.log(p.high_ms / p.low_ms) / 2, p.calibration
+        return p.latency_ms, math.log(p.high_ms / p.low_ms) / 2, p.unseen_cpu, p.calibration
 
     predictor.payload["hosts"] = [hw.cpu_id]  # trained on this CPU: its own interval
     seen = {b: run(b) for b in ("sampled:0", "default")}
-    assert all(note == "" for *_, note in seen.values())
+    assert all(note == "" for *_, note, _ in seen.values())
     predictor.payload["hosts"] = ["another-cpu"]  # never trained on this one
     for build, spread in (("sampled:0", 0.5), ("default", 0.3)):
-        ms, half, note = run(build)
+        ms, half, note, calibration = run(build)
         assert predictor.unseen_spread(hw, build) == spread
         assert ms == pytest.approx(seen[build][0], rel=1e-6)
         assert half == pytest.approx(math.hypot(seen[build][1], INTERVAL_Z * spread))
-        assert "did not train on" in note
-    # a checkpoint that does not say which CPUs it trained on is not widened
+        assert f"x/{math.exp(spread):.2f}" in note and calibration == ""
+    # checkpoints from before `hosts`: a random split's test CPUs were trained on
     del predictor.payload["hosts"]
-    predictor.payload["metrics"] = {**predictor.payload["metrics"], "split": "leave-cpu-out"}
+    metrics = predictor.payload["metrics"]
+    predictor.payload["metrics"] = {**metrics, "split": "random", "test_by_host": {
+        hw.cpu_id: {}}}
+    assert predictor.unseen_spread(hw, "default") == 0.0
+    predictor.payload["metrics"] = {**metrics, "split": "random", "test_by_host": {
+        "another-cpu": {}}}
+    assert predictor.unseen_spread(hw, "default") == 0.3
+    # another split's test CPUs were not: such a checkpoint does not say, and is not widened
+    predictor.payload["metrics"] = {**metrics, "split": "leave-cpu-out"}
     assert predictor.trained_cpus is None and predictor.unseen_spread(hw, "default") == 0.0
 
 
@@ -159,8 +167,8 @@ def test_calibrate_measures_here_and_predict_applies_it_to_this_cpu_only(
     # CPU is one the shipped checkpoint did not train on
     predictor = load_predictor()
     unseen = [predictor.unseen_spread(HardwareSpec.coerce(h), b) for h, b in configs]
-    prior_note = predictor.unseen_prior.line() if predictor.unseen_prior else ""
-    assert [z.calibration for z in zero_shot] == [prior_note if u else "" for u in unseen]
+    assert all(z.calibration == "" for z in zero_shot)
+    assert [bool(z.unseen_cpu) for z in zero_shot] == [bool(u) for u in unseen]
     assert len(done.points) == 8 and all(p.measured_ms > 0 for p in done.points)
     assert sorted(done.cells) == ["default/1t", "default/2t", "sampled/1t", "sampled/2t"]
     stored = load_calibration(hw.cpu_id, checkpoint_sha256())
@@ -179,7 +187,7 @@ def test_calibrate_measures_here_and_predict_applies_it_to_this_cpu_only(
                             - (INTERVAL_Z * spread) ** 2, 0.0))
         assert math.log(fixed.high_ms / fixed.low_ms) / 2 == pytest.approx(
             math.hypot(own, INTERVAL_Z * done.cells[cell].log_spread), rel=1e-4)
-        assert fixed.calibration.startswith(hw.cpu_id)
+        assert fixed.calibration.startswith(hw.cpu_id) and fixed.unseen_cpu == ""
     zero_shot, calibrated = zero_shot[0], calibrated[0]
 
     # a calibration of another CPU, or of another checkpoint, is not applied here
@@ -195,7 +203,7 @@ def test_calibrate_measures_here_and_predict_applies_it_to_this_cpu_only(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         again = predict(model, hw, build="sampled:0")
-    assert again.calibration == zero_shot.calibration
+    assert again.calibration == "" and again.unseen_cpu == zero_shot.unseen_cpu
     assert again.latency_ms == pytest.approx(zero_shot.latency_ms)
     assert load_calibration("another-cpu", done.checkpoint_sha256) is not None
     assert main(["calibrate", "--models", "1"]) == 2

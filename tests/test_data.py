@@ -364,10 +364,20 @@ def test_every_command_reads_the_folder_collect_wrote(
     assert main(["train", "--root", str(small_root), "--epochs", "2", "--patience", "2",
                  "--ensemble", "1", "--hidden", "16", "--layers", "1", "--total-minutes",
                  "0.5", "--out", str(tmp_path / "capped")]) == 0
-    assert "training capped at 1.0 min (not 16)" in capsys.readouterr().out
+    from gnnperf.hardware import HardwareSpec
+    from gnnperf.train_config import TrainConfig
+
+    default_cap = TrainConfig().max_minutes
+    assert f"training capped at 1.0 min (not {default_cap:g})" in capsys.readouterr().out
     saved = json.loads((tmp_path / "capped" / "metrics.json").read_text())
     assert saved["train_config"]["max_minutes"] == 1.0
-    assert main(["train", "--root", str(small_root), "--total-minutes", "0"]) == 2
+    assert saved["total_minutes"] == 0.5 and saved["dataset_read_minutes"] >= 0
+    assert main(["train", "--root", str(small_root), "--total-minutes", "0", "--epochs", "1",
+                 "--out", str(tmp_path / "never")]) == 2
+    assert not (tmp_path / "never").exists()
+    # the CPUs it trained on, by signature id: predict treats any other as unseen
+    payload = torch.load(tmp_path / "ckpt" / "gnnperf.pt", weights_only=False)
+    assert payload["hosts"] == [HardwareSpec.local(measure=False).cpu_id]
 
 
 def test_training_gets_what_reading_the_dataset_left_of_the_run_budget() -> None:

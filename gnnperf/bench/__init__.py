@@ -109,6 +109,8 @@ def run(root: str | Path | None, out: Path, cfg: BenchConfig, command: str, *,
     write_text(out / "report.md", markdown(report))
     if prior is not None:  # what `predict` widens an unseen CPU's interval by
         written.append(prior.save(out / PRIOR_FILE))
+    else:  # none from these runs: one an earlier report wrote is not theirs
+        (out / PRIOR_FILE).unlink(missing_ok=True)
     if commit:
         commit_paths(written, f"bench: report, {len(results)} of {len(runs)} runs "
                               f"({ds.fingerprint})")

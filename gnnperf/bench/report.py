@@ -97,7 +97,7 @@ def widened(result: MethodResult, test: dict[str, list[Any]], prior: UnseenCpuPr
     return _spread_out(result, result.pred_ms, spread)
 
 
-def _zero_shot(run: SplitResult, runs: Sequence[SplitResult]) -> dict[str, MethodResult]:
+def zero_shot(run: SplitResult, runs: Sequence[SplitResult]) -> dict[str, MethodResult]:
     """``run``'s methods at 0 shots: each interval widened by the prior that method's runs
     on the other held-out CPUs give (unchanged where there are none)."""
     others = [r for r in runs if r.run.holdout != run.run.holdout]
@@ -184,7 +184,7 @@ def split_views(results: Sequence[SplitResult],
             chosen = calibration_positions(r.test, calibration_shots)
             rest = ~np.isin(np.array(r.test["model_id"]),
                             [r.test["model_id"][i] for i in chosen])
-            zero.append((r, _zero_shot(r, runs), rest))
+            zero.append((r, zero_shot(r, runs), rest))
             if len(chosen) >= MIN_MODELS:
                 shots.append((r, {m: calibrated(x, r.test, chosen)
                                   for m, x in r.methods.items()}, rest))

@@ -5,7 +5,7 @@ its bias is ~0. On a CPU it has not seen, each calibration cell (build kind and 
 count, :func:`.store.cell_of`) is off by a factor: in the benchmark's two interim
 leave-one-CPU-out runs the GNN's median log(measured / predicted) per cell ran from −0.35
 to +0.38 while its interval's median log half-width was 0.17 (Zen 4 held out) and 0.31
-(Zen 5), so its 90% interval covered 29.6% and 56.5% of the models. The bias's sign
+(Zen 5), so its 90% interval covered 29.6% and 56.5% of the held-out records. The bias's sign
 differed from CPU to CPU, so only its size transfers: the prior is a zero-mean spread per
 cell, the root mean square over held-out CPUs of each one's median log-ratio, and an
 uncalibrated unseen CPU's interval widens by it in quadrature. ``gnnperf calibrate``
@@ -90,11 +90,11 @@ class UnseenCpuPrior:
         """The spread (log) of the bias of a build at a thread count on an unseen CPU."""
         return self.cells.get(cell_of(build, threads), self.pooled_log_spread)
 
-    def line(self) -> str:
-        return (f"uncalibrated on a CPU this checkpoint did not train on: interval widened "
-                f"by the bias seen on {len(self.cpus)} held-out CPU(s) (typically "
-                f"x{math.exp(self.pooled_log_spread):.2f}); `gnnperf calibrate` measures "
-                "this CPU's own")
+    def line(self, log_spread: float) -> str:
+        """What a prediction widened by ``log_spread`` (its cell's) says."""
+        return (f"not calibrated, and not a CPU this checkpoint trained on: its interval "
+                f"allows for a bias of x/{math.exp(log_spread):.2f} (1 s.d., as seen on "
+                f"{len(self.cpus)} held-out CPUs); `gnnperf calibrate` measures this CPU's")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

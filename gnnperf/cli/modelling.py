@@ -22,7 +22,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from ..training import TrainConfig, save_checkpoint, train_model
 
     start = time.monotonic()
-    if not args.total_minutes > 0:
+    if not args.total_minutes > 0:  # before anything is read or trained
         raise GnnperfError(f"--total-minutes must be positive, got {args.total_minutes}")
 
     cfg = TrainConfig(split=args.split, holdout=args.holdout, epochs=args.epochs,
@@ -42,6 +42,8 @@ def cmd_train(args: argparse.Namespace) -> int:
               flush=True)
         cfg = dataclasses.replace(cfg, max_minutes=cap)
     result = train_model(dataset, cfg)
+    # why a first run trains for less than later ones (the cap itself is in the config)
+    result.metrics.update(total_minutes=args.total_minutes, dataset_read_minutes=round(spent, 3))
     path = save_checkpoint(result, cfg, dataset, args.out or DEFAULT_CHECKPOINT.parent)
     m = result.metrics
     t = m["test"]
@@ -73,7 +75,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
     for reason in r.warnings:
         print(f"gnnperf: warning: {reason}", file=sys.stderr)
     if r.calibration:
-        print(f"gnnperf: calibration: {r.calibration}", file=sys.stderr)
+        print(f"gnnperf: calibrated: {r.calibration}", file=sys.stderr)
+    if r.unseen_cpu:
+        print(f"gnnperf: unseen CPU: {r.unseen_cpu}", file=sys.stderr)
     if args.json:
         print_json(r.to_dict())
         return 0
