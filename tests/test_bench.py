@@ -277,6 +277,15 @@ def test_targets_compare_the_gnn_with_baselines_oracle_floor_and_builds() -> Non
     assert got[("leave_family_out", "gnn worst-family MAPE < 15% (vgg)")] == (16.0, False)
     assert got[("real_architectures", "gnn MAPE < 10%")] == (9.5, True)
     assert got[("random", "gnn 90% interval covers 85-95%")] == (90.0, True)
+    # a missed target says by how much: the distance to the nearest allowed value
+    missed = {(t["split"], t["target"]): t["missed_by"] for t in targets(splits)}
+    assert missed[("random", "gnn MAPE <= 1.25 x noise floor (quiet)")] == pytest.approx(0.25)
+    assert missed[("leave_family_out", "gnn worst-family MAPE < 15% (vgg)")] == 1.0
+    assert missed[("random", "tuned build: gnn Spearman >= 0.98")] == pytest.approx(0.01)
+    assert missed[("real_architectures", "gnn MAPE < 10%")] == 0.0
+    splits["random"]["methods"]["gnn"]["coverage"] = 99.0
+    assert {t["target"]: t["missed_by"] for t in targets(splits)
+            if t["split"] == "random"}["gnn 90% interval covers 85-95%"] == 4.0
 
 
 def test_conformal_interval_covers_the_validation_errors() -> None:
