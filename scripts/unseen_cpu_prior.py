@@ -5,7 +5,7 @@ dataset and one configuration. This fits it from any stored runs (e.g. the inter
 each held out on another snapshot of the dataset), prints each held-out CPU's 0-shot
 MAPE and interval coverage on all its records (calibration models included) before and
 after widening by the prior fitted on the *other* held-out CPUs (as the report widens
-them), and writes the prior from all of them:
+them, :func:`gnnperf.bench.report.zero_shot`), and writes the prior from all of them:
 
     python scripts/unseen_cpu_prior.py benchmarks/interim/runs/*/leave_cpu_out-*.json \
         --out checkpoints/unseen_cpu_prior.json
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gnnperf.bench.report import score, unseen_cpu_prior, zero_shot
+from gnnperf.bench.report import prior_of_others, score, unseen_cpu_prior, widened
 from gnnperf.bench.results import SplitResult
 
 
@@ -38,9 +38,8 @@ def main() -> int:
           "  prior from")
     for r in runs:
         raw = r.methods[args.method]
-        wide = zero_shot(r, runs)[args.method]
-        others = unseen_cpu_prior([o for o in runs if o.run.holdout != r.run.holdout],
-                                  args.method)
+        others = prior_of_others(r, runs, args.method)
+        wide = widened(raw, r.test, others) if others is not None else raw
         ok = np.isfinite(raw.pred_ms)
         before = score(raw.pred_ms[ok], raw.low_ms[ok], raw.high_ms[ok], r.true_ms[ok])
         after = score(wide.pred_ms[ok], wide.low_ms[ok], wide.high_ms[ok], r.true_ms[ok])

@@ -98,13 +98,18 @@ def widened(result: MethodResult, test: dict[str, list[Any]], prior: UnseenCpuPr
     return _spread_out(result, result.pred_ms, spread)
 
 
+def prior_of_others(run: SplitResult, runs: Sequence[SplitResult], method: str
+                    ) -> UnseenCpuPrior | None:
+    """``method``'s prior from the runs that held out another CPU than ``run`` did."""
+    return unseen_cpu_prior([r for r in runs if r.run.holdout != run.run.holdout], method)
+
+
 def zero_shot(run: SplitResult, runs: Sequence[SplitResult]) -> dict[str, MethodResult]:
     """``run``'s methods at 0 shots: each interval widened by the prior that method's runs
     on the other held-out CPUs give (unchanged where there are none)."""
-    others = [r for r in runs if r.run.holdout != run.run.holdout]
     out = {}
     for name, result in run.methods.items():
-        prior = unseen_cpu_prior(others, name)
+        prior = prior_of_others(run, runs, name)
         out[name] = result if prior is None else widened(result, run.test, prior)
     return out
 
