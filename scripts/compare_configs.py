@@ -49,16 +49,24 @@ def main() -> None:
     ap.add_argument("--folds", type=int, default=3)
     ap.add_argument("--root", default=None)
     ap.add_argument("--max-minutes", type=float, default=3.0, help="per training")
+    ap.add_argument("--device", default="cpu", help="torch device to train on (cuda: a GPU)")
     args = ap.parse_args()
     ds = LatencyDataset(args.root)
     cuts = folds(ds, args.folds)
     for text in args.configs:
         overrides = json.loads(text)
-        cfg = TrainConfig(**{"ensemble": 1, "max_minutes": args.max_minutes, **overrides})
-        scores = [train_model(ds, cfg, progress=False, indices=cut).metrics["test"]["mape"]
-                  for cut in cuts]
+        cfg = TrainConfig(**{"ensemble": 1, "max_minutes": args.max_minutes,
+                             "device": args.device, **overrides})
+        runs = [train_model(ds, cfg, progress=False, indices=cut).metrics for cut in cuts]
+        scores = [m["test"]["mape"] for m in runs]
+        # a configuration stopped by the cap rather than by early stopping had less than
+        # it needed: say so beside its score
         print(f"{text:50s} fold MAPE {np.mean(scores):6.2f} ± {np.std(scores):5.2f}  "
-              f"({', '.join(f'{s:.2f}' for s in scores)})", flush=True)
+              f"({', '.join(f'{s:.2f}' for s in scores)}); epochs "
+              f"{', '.join(str(m['epochs_run']) for m in runs)}, best "
+              f"{', '.join(str(m['best_epochs'][0]) for m in runs)}, "
+              f"{sum(m['members_stopped_by_time_cap'] for m in runs)} of {len(runs)} "
+              f"stopped by the {cfg.max_minutes:g}-min cap", flush=True)
 
 
 if __name__ == "__main__":

@@ -214,3 +214,12 @@ def test_calibrate_measures_here_and_predict_applies_it_to_this_cpu_only(
     assert main(["calibrate", "--builds", "tuned"]) == 2
     err = capsys.readouterr().err
     assert "untuned" in err and len(err.strip().splitlines()) == 1
+    assert main(["calibrate", "--max-slowdown", "0.5"]) == 2
+    assert "--max-slowdown" in capsys.readouterr().err
+    # a host whose speed probe never settles near its best (the Zen 3 guests: 1.4-2x)
+    # tells calibrate how much slowdown to measure under, as it tells the collectors
+    seen: dict[str, MeasureSettings] = {}
+    monkeypatch.setattr("gnnperf.calibration.run.calibrate",
+                        lambda spec, **kw: seen.update(kw) or done)
+    assert main(["calibrate", "--max-slowdown", "2.0", "--json"]) == 0
+    assert seen["settings"].max_slowdown == 2.0

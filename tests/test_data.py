@@ -324,6 +324,48 @@ def test_processed_cache_is_pruned_and_rebuilt_when_unreadable(small_root: Path,
     assert [p.name for p in current.parent.glob("data-*.pt")] == [current.name]
 
 
+def test_a_pack_becomes_the_cache_of_a_folder_with_the_same_records(
+        small_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gzip
+
+    from gnnperf.cli import main
+    from gnnperf.data.pack import pack, unpack
+
+    source = LatencyDataset(small_root)
+    summary = pack(small_root, tmp_path / "ds.pack")
+    assert summary.records == len(source) and summary.pack_mb < summary.cache_mb
+    assert all(distinct <= rows for rows, distinct in summary.rows.values())
+    # the other machine has the record shards only: nothing may be processed there
+    root = tmp_path / "elsewhere"
+    shutil.copytree(small_root / "shards", root / "shards")
+
+    def no_processing(self: LatencyDataset) -> None:
+        raise AssertionError("processed instead of read from the pack")
+
+    monkeypatch.setattr(LatencyDataset, "process", no_processing)
+    unpack(tmp_path / "ds.pack", root)
+    there = LatencyDataset(root)
+    assert len(there) == len(source)
+    for a, b in zip(source, there, strict=True):
+        assert a.key == b.key and a.hw_id == b.hw_id
+        for attr in ("x", "x_kernel", "x_candidates", "edge_index", "y", "y_kernel"):
+            assert torch.equal(getattr(a, attr), getattr(b, attr)), attr
+
+    # shards of other records: refused, and no cache is written for them
+    other = tmp_path / "other"
+    shutil.copytree(small_root / "shards", other / "shards")
+    shard = sorted((other / "shards").glob("*.jsonl.gz"))[-1]
+    lines = gzip.decompress(shard.read_bytes()).decode().splitlines(keepends=True)
+    last = max(i for i, line in enumerate(lines) if json.loads(line)["kind"] == "record")
+    shard.write_bytes(gzip.compress("".join(lines[:last] + lines[last + 1:]).encode()))
+    with pytest.raises(DatasetError, match="made from"):
+        unpack(tmp_path / "ds.pack", other)
+    assert not list(other.glob("processed/data-*.pt"))
+    # what is not a pack: one line, exit code 2
+    (tmp_path / "bad.pack").write_bytes(b"not a pack")
+    assert main(["dataset", "unpack", str(tmp_path / "bad.pack"), "--root", str(root)]) == 2
+
+
 # -- one convention for dataset folders -----------------------------------------------------
 
 

@@ -1,4 +1,5 @@
-"""The ``dataset`` subcommand: ``stats``, ``remeasure``, ``traces`` and ``export-db``."""
+"""The ``dataset`` subcommand: ``stats``, ``remeasure``, ``traces``, ``export-db``, ``pack``
+and ``unpack``."""
 
 from __future__ import annotations
 
@@ -84,8 +85,24 @@ def cmd_dataset_export_db(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_dataset_pack(args: argparse.Namespace) -> int:
+    from ..data.pack import pack
+
+    print(pack(args.root, args.out).line())
+    return 0
+
+
+def cmd_dataset_unpack(args: argparse.Namespace) -> int:
+    from ..data.pack import unpack
+
+    print(f"the pack is now {args.root or 'the shipped dataset'}'s processed cache: "
+          f"{unpack(args.pack, args.root)}")
+    return 0
+
+
 def register_dataset(sub: argparse._SubParsersAction) -> None:
-    """``gnnperf dataset stats``, ``remeasure``, ``traces`` and ``export-db``."""
+    """``gnnperf dataset stats``, ``remeasure``, ``traces``, ``export-db``, ``pack`` and
+    ``unpack``."""
     p = sub.add_parser("dataset", help="inspect a dataset folder")
     dsub = p.add_subparsers(dest="dataset_command", required=True)
     q = dsub.add_parser("stats", help="counts, latency range and noise floor")
@@ -124,3 +141,15 @@ def register_dataset(sub: argparse._SubParsersAction) -> None:
                    help="where database_workload.json and database_tuning_record.json go "
                         "(replaced as a whole, never half-written)")
     q.set_defaults(func=cmd_dataset_export_db)
+    q = dsub.add_parser("pack", help="the processed kernel-graph dataset in one small file, "
+                                     "to train on a machine without the kernel shards")
+    q.add_argument("--root", type=Path, default=None, metavar="DIR",
+                   help="dataset folder, as written by `collect --out DIR` (default: shipped)")
+    q.add_argument("--out", type=Path, required=True, metavar="FILE")
+    q.set_defaults(func=cmd_dataset_pack)
+    q = dsub.add_parser("unpack", help="make a pack the processed cache of a dataset folder "
+                                       "that holds the same records' shards")
+    q.add_argument("pack", type=Path, metavar="FILE")
+    q.add_argument("--root", type=Path, default=None, metavar="DIR",
+                   help="dataset folder, as written by `collect --out DIR` (default: shipped)")
+    q.set_defaults(func=cmd_dataset_unpack)

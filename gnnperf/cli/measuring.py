@@ -216,7 +216,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from ..calibration.run import calibrate
     from ..measure import MeasureSettings
 
-    settings = MeasureSettings.waiting_at_most(args.quiet_timeout, repeat=args.repeat)
+    settings = MeasureSettings.waiting_at_most(args.quiet_timeout, repeat=args.repeat,
+                                               **slowdown_override(args))
     try:
         threads = [int(t) for t in args.threads.split(",")] if args.threads else None
     except ValueError:
@@ -248,6 +249,7 @@ def register_calibrate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--quiet-timeout", type=float, default=120.0,
                    help="seconds to wait for a quiet machine before measuring anyway")
+    add_max_slowdown(p)
     p.add_argument("--show", action="store_true", help="print the stored calibration")
     p.add_argument("--remove", action="store_true", help="forget it (back to 0 shots)")
     p.add_argument("--json", action="store_true")

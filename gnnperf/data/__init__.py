@@ -12,7 +12,8 @@ only (:class:`FeatureScaler`).
 Modules, in the order data flows: :mod:`.encoding` (a record and its kernel graph as a
 ``Data``), :mod:`.dataset` (the folder as an ``InMemoryDataset``, cached per content
 fingerprint), :mod:`.splits` (which records train, validate and test), :mod:`.scaling`
-(normalisation fitted on training graphs) and :mod:`.stats` (counts and noise floors).
+(normalisation fitted on training graphs), :mod:`.stats` (counts and noise floors) and
+:mod:`.pack` (a processed dataset in one small file, for a machine without the shards).
 """
 
 from __future__ import annotations

@@ -46,6 +46,25 @@ def _records_and_graphs(shards_dir: Path, kind: str = "kernel"
     return latest_records(shards_dir), graphs
 
 
+def _encodable(records: list[dict[str, Any]], graphs: dict[str, Any], kind: str
+               ) -> list[tuple[dict[str, Any], str]]:
+    """The records a dataset of graph ``kind`` encodes, in order, with their graph ids:
+    a kernel graph must be stored (an operator graph is made again where it is not)."""
+    out = []
+    for rec in records:
+        gid = rec["graph_id"] if kind == "kernel" else rec.get("onnx_graph_id") or rec["model_id"]
+        if kind != "kernel" or gid in graphs:
+            out.append((rec, gid))
+    return out
+
+
+def encoded_keys(root: str | os.PathLike[str] | DatasetFolder | None = None) -> list[str]:
+    """The record keys of a folder's kernel-graph dataset, in its order, read from the
+    shards alone (nothing processed): what a cache must hold to be that folder's."""
+    records, graphs = _records_and_graphs(DatasetFolder.resolve(root).shards)
+    return [rec["key"] for rec, _ in _encodable(records, graphs, "kernel")]
+
+
 def _regenerate_onnx_graph(record: dict[str, Any]) -> dict[str, Any]:
     """Operator graph of a record collected before operator graphs were stored."""
     from .. import zoo
@@ -145,12 +164,8 @@ class LatencyDataset(InMemoryDataset):
         records, graphs = _records_and_graphs(Path(self.raw_dir), self.graph_kind)
         cache: dict[str, KernelGraph] = {}
         encoded: list[tuple[dict[str, Any], KernelGraph, bool]] = []
-        for rec in records:
-            gid = (rec["graph_id"] if self.graph_kind == "kernel"
-                   else rec.get("onnx_graph_id") or rec["model_id"])
+        for rec, gid in _encodable(records, graphs, self.graph_kind):
             if gid not in graphs:
-                if self.graph_kind == "kernel":
-                    continue
                 graphs[gid] = _regenerate_onnx_graph(rec)
             if gid not in cache:
                 cache[gid] = KernelGraph.from_dict(graphs[gid])

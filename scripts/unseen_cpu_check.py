@@ -1,0 +1,111 @@
+"""The shipped checkpoint, 0 shots, on the records of a CPU it never trained on.
+
+The benchmark measures 0 shots on checkpoints it trains without each CPU; this checks the
+checkpoint users actually get, on a CPU's records collected after it was trained, through
+the product's own path (``Predictor.predict_graphs``, no calibration): MAPE, Spearman,
+and the coverage of the 90% interval with the unseen-CPU prior and without it (its own
+spread alone), overall and per calibration cell. With ``--calibrated``, after the few-shot
+correction ``gnnperf calibrate`` stored for that CPU (run it there first), scored on the
+records of the models calibration did not measure.
+
+    python scripts/unseen_cpu_check.py --cpu amd-f25m1s1-b33d36 [--builds default,sampled]
+    gnnperf calibrate && python scripts/unseen_cpu_check.py --cpu ... --calibrated
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import warnings
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+from scipy.stats import spearmanr
+
+from gnnperf.build_config import BuildConfig
+from gnnperf.calibration.store import cell_of
+from gnnperf.data import record_hardware
+from gnnperf.errors import GnnperfError
+from gnnperf.features import KernelGraph
+from gnnperf.graph_predictor import Predictor
+from gnnperf.shards import iter_lines, latest_records
+from gnnperf.training import INTERVAL_Z
+
+
+def _figures(y: np.ndarray, mu: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+             own_lo: np.ndarray, own_hi: np.ndarray, calibrated: bool) -> dict[str, Any]:
+    ratio = np.log(y / mu)
+    out = {"records": len(y), "mape": round(float(np.mean(np.abs(mu / y - 1)) * 100), 2),
+           "median_log_ratio": round(float(np.median(ratio)), 3),
+           "mape_after_median_factor": round(float(
+               np.mean(np.abs(np.exp(np.median(ratio) - ratio) - 1)) * 100), 2)}
+    coverage = round(float(np.mean((y >= lo) & (y <= hi)) * 100), 1)
+    if calibrated:
+        return {**out, "coverage_calibrated": coverage}
+    return {**out, "coverage_with_prior": coverage,
+            "coverage_own": round(float(np.mean((y >= own_lo) & (y <= own_hi)) * 100), 1)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cpu", required=True, help="CPU signature id of the records")
+    ap.add_argument("--builds", default="default,sampled,tuned", help="build kinds")
+    ap.add_argument("--root", default="datasets")
+    ap.add_argument("--checkpoint", default=None)
+    ap.add_argument("--calibrated", action="store_true",
+                    help="with the CPU's stored calibration (`gnnperf calibrate`)")
+    args = ap.parse_args()
+    kinds = set(args.builds.split(","))
+    predictor = Predictor(args.checkpoint)
+    if args.cpu in (predictor.trained_cpus or set()):
+        raise GnnperfError(f"the checkpoint trained on {args.cpu}: not a 0-shot check")
+    records = [r for r in latest_records(f"{args.root}/shards")
+               if r["hw_id"].split("/")[0] == args.cpu and "reference" in r
+               and BuildConfig.parse(r["build"]).kind in kinds]
+    if not records:
+        raise GnnperfError(f"no v2 records of {args.cpu} with builds {args.builds}")
+    wanted = {r["graph_id"] for r in records}
+    graphs = {o["graph_id"]: o["graph"] for o in iter_lines(f"{args.root}/shards",
+                                                             kinds=("graph",))
+              if o["graph_id"] in wanted}
+    records = [r for r in records if r["graph_id"] in graphs]
+    shots: set[str] = set()
+    if args.calibrated:
+        calibration = predictor.calibration(record_hardware(records[0]))
+        if calibration is None:
+            raise GnnperfError(f"no calibration of this checkpoint stored for {args.cpu}: run "
+                               "`gnnperf calibrate` on that CPU first")
+        shots = {p.model_id for p in calibration.points}
+        records = [r for r in records if r["model_id"] not in shots]  # scored: the others
+    items = [(KernelGraph.from_dict(graphs[r["graph_id"]]), record_hardware(r))
+             for r in records]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # out-of-range notes: the point is the unseen CPU
+        preds = [p for i in range(0, len(items), 64)
+                 for p in predictor.predict_graphs(items[i:i + 64],
+                                                     calibrated=args.calibrated)]
+    y = np.array([r["whole"]["median_ms"] for r in records])
+    mu = np.array([p.latency_ms for p in preds])
+    lo, hi = np.array([p.low_ms for p in preds]), np.array([p.high_ms for p in preds])
+    # the checkpoint's own spread: the interval's, less the prior's (added in quadrature)
+    own = np.array([math.sqrt(max((math.log(p.high_ms / p.latency_ms) / INTERVAL_Z) ** 2
+                                  - predictor.unseen_spread(hw, g.build) ** 2, 0.0))
+                    for p, (g, hw) in zip(preds, items, strict=True)])
+    own_lo, own_hi = mu * np.exp(-INTERVAL_Z * own), mu * np.exp(INTERVAL_Z * own)
+    cells: dict[str, list[int]] = defaultdict(list)
+    for i, r in enumerate(records):
+        cells[cell_of(r["build"], int(r["hw"]["threads"]))].append(i)
+    out = {"cpu": args.cpu, "checkpoint_cpus": sorted(predictor.trained_cpus or []),
+           "calibration_models": sorted(shots),
+           **_figures(y, mu, lo, hi, own_lo, own_hi, args.calibrated),
+           "spearman": round(float(spearmanr(mu, y)[0]), 4),
+           "cells": {c: _figures(*(a[idx] for a in (y, mu, lo, hi, own_lo, own_hi)),
+                                  args.calibrated)
+                     for c, idx in sorted(cells.items())}}
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
