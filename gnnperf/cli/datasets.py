@@ -100,19 +100,22 @@ def cmd_dataset_unpack(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_root(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--root", type=Path, default=None, metavar="DIR",
+                   help="dataset folder, as written by `collect --out DIR` (default: shipped)")
+
+
 def register_dataset(sub: argparse._SubParsersAction) -> None:
     """``gnnperf dataset stats``, ``remeasure``, ``traces``, ``export-db``, ``pack`` and
     ``unpack``."""
     p = sub.add_parser("dataset", help="inspect a dataset folder")
     dsub = p.add_subparsers(dest="dataset_command", required=True)
     q = dsub.add_parser("stats", help="counts, latency range and noise floor")
-    q.add_argument("--root", type=Path, default=None, metavar="DIR",
-                   help="dataset folder, as written by `collect --out DIR` (default: shipped)")
+    _add_root(q)
     q.add_argument("--json", action="store_true")
     q.set_defaults(func=cmd_dataset_stats)
     q = dsub.add_parser("remeasure", help="measure existing records again (noise floor)")
-    q.add_argument("--root", type=Path, default=None, metavar="DIR",
-                   help="dataset folder, as written by `collect --out DIR` (default: shipped)")
+    _add_root(q)
     q.add_argument("--count", type=int, default=100)
     q.add_argument("--seed", type=int, default=0)
     q.add_argument("--quiet-timeout", type=float, default=float("inf"))
@@ -126,14 +129,12 @@ def register_dataset(sub: argparse._SubParsersAction) -> None:
     q.set_defaults(func=cmd_dataset_remeasure)
     q = dsub.add_parser("traces", help="lower stored sampled:* graphs again to add their "
                                        "schedules' MetaSchedule traces (resumable)")
-    q.add_argument("--root", type=Path, default=None, metavar="DIR",
-                   help="dataset folder, as written by `collect --out DIR` (default: shipped)")
+    _add_root(q)
     q.add_argument("--limit", type=int, default=None, help="at most this many graphs")
     q.set_defaults(func=cmd_dataset_traces)
     q = dsub.add_parser("export-db", help="the measured schedules of one hardware id as a "
                                           "MetaSchedule JSONDatabase, for TVM to apply")
-    q.add_argument("--root", type=Path, default=None, metavar="DIR",
-                   help="dataset folder, as written by `collect --out DIR` (default: shipped)")
+    _add_root(q)
     q.add_argument("--hw-id", required=True, metavar="CPU/ISA/Nt",
                    help="hardware id of the kernel records, e.g. amd-f25m17s1-aad670/"
                         "x86-64-v3/2t (a wrong one gets the list of those stored)")
@@ -143,13 +144,11 @@ def register_dataset(sub: argparse._SubParsersAction) -> None:
     q.set_defaults(func=cmd_dataset_export_db)
     q = dsub.add_parser("pack", help="the processed kernel-graph dataset in one small file, "
                                      "to train on a machine without the kernel shards")
-    q.add_argument("--root", type=Path, default=None, metavar="DIR",
-                   help="dataset folder, as written by `collect --out DIR` (default: shipped)")
+    _add_root(q)
     q.add_argument("--out", type=Path, required=True, metavar="FILE")
     q.set_defaults(func=cmd_dataset_pack)
     q = dsub.add_parser("unpack", help="make a pack the processed cache of a dataset folder "
                                        "that holds the same records' shards")
     q.add_argument("pack", type=Path, metavar="FILE")
-    q.add_argument("--root", type=Path, default=None, metavar="DIR",
-                   help="dataset folder, as written by `collect --out DIR` (default: shipped)")
+    _add_root(q)
     q.set_defaults(func=cmd_dataset_unpack)
