@@ -30,6 +30,7 @@ from gnnperf.data import record_hardware
 from gnnperf.errors import GnnperfError
 from gnnperf.features import KernelGraph
 from gnnperf.graph_predictor import Predictor
+from gnnperf.hardware import host_of
 from gnnperf.shards import iter_lines, latest_records
 from gnnperf.training import INTERVAL_Z
 
@@ -62,7 +63,7 @@ def main() -> None:
     if args.cpu in (predictor.trained_cpus or set()):
         raise GnnperfError(f"the checkpoint trained on {args.cpu}: not a 0-shot check")
     records = [r for r in latest_records(f"{args.root}/shards")
-               if r["hw_id"].split("/")[0] == args.cpu and "reference" in r
+               if host_of(r["hw_id"]) == args.cpu and "reference" in r
                and BuildConfig.parse(r["build"]).kind in kinds]
     if not records:
         raise GnnperfError(f"no v2 records of {args.cpu} with builds {args.builds}")

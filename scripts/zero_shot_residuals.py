@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from gnnperf.calibration.store import cell_of
+from gnnperf.hardware import host_of
 from gnnperf.shards import iter_lines, latest_records
 
 CLASSES = ("conv", "dwconv", "matmul", "reduce", "move")
@@ -49,10 +50,6 @@ def mape(log_error: np.ndarray) -> float:
     return float(np.mean(np.abs(np.exp(-log_error) - 1)) * 100)
 
 
-def cpu_of(record: dict[str, Any]) -> str:
-    return record["hw_id"].split("/")[0]
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("runs", nargs="+", help="leave_cpu_out-*.json files of `gnnperf bench`")
@@ -68,7 +65,7 @@ def main() -> None:
     refs: dict[tuple[str, int], list[float]] = defaultdict(list)
     for r in records.values():
         if "reference" in r:
-            refs[(cpu_of(r), int(r["hw"]["threads"]))].append(0.5 * sum(
+            refs[(host_of(r["hw_id"]), int(r["hw"]["threads"]))].append(0.5 * sum(
                 math.log(r["reference"][k]["median_ms"]) for k in ("gemm", "stream")))
         kernels, graph = r.get("kernels_ms"), graphs.get(r["graph_id"])
         if not kernels or graph is None or len(kernels) != len(graph["nodes"]):
@@ -78,7 +75,9 @@ def main() -> None:
             by_class[kernel_class(node)] += ms
         total = sum(by_class.values())
         shares[(r["model_id"], cell_of(r["build"], 1).split("/")[0], int(r["hw"]["threads"]),
-                cpu_of(r))] = np.array([by_class[c] / total for c in CLASSES])
+                host_of(r["hw_id"]))] = np.array([by_class[c] / total for c in CLASSES])
+    # each (CPU, threads)'s median reference time, read once for every record below
+    ref_median = {key: statistics.median(v) for key, v in refs.items()}
     scans: dict[str, dict[float, float]] = {}
     for path in args.runs:
         run = json.load(open(path))
@@ -104,7 +103,7 @@ def main() -> None:
         coef, *_ = np.linalg.lstsq(design, err[keep], rcond=None)
         offset = np.array([
             0.5 * sum(math.log(r["reference"][k]["median_ms"]) for k in ("gemm", "stream"))
-            - statistics.mean(statistics.median(v) for (c, t), v in refs.items()
+            - statistics.mean(m for (c, t), m in ref_median.items()
                               if t == int(r["hw"]["threads"]) and c != held)
             for r in recs])
         scans[held] = {a: mape(err - a * offset) for a in ALPHAS}
