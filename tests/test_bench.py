@@ -174,11 +174,12 @@ def test_methods_are_scored_on_the_same_models_and_coverage_counts_the_interval(
 
 
 def test_a_held_out_cpu_is_calibrated_per_build_kind_and_thread_count() -> None:
-    # four models of two families in three calibration cells; the two larger ones also tuned
-    records = [(m, fam, t, b) for m, fam in (("m1", "a"), ("m2", "b"), ("m3", "a"),
+    # four models of two families in three calibration cells (m1 largest, m4 smallest);
+    # the two calibration leaves also tuned
+    records = [(m, fam, t, b) for m, fam in (("m3", "a"), ("m2", "b"), ("m1", "a"),
                                              ("m4", "b"))
                for t, b in ((2, "sampled:0"), (1, "sampled:0"), (2, "default"))]
-    records += [("m3", "a", 2, "tuned"), ("m4", "b", 2, "tuned")]
+    records += [("m1", "a", 2, "tuned"), ("m4", "b", 2, "tuned")]
     # measured / predicted by cell: sampled 2t x2 (x2.2 on m2), sampled 1t x1.25,
     # default 2t x0.8; tuned builds are off like sampled ones at the same threads
     bias = {(2, "sampled:0"): 2.0, (1, "sampled:0"): 1.25, (2, "default"): 0.8,
@@ -188,7 +189,8 @@ def test_a_held_out_cpu_is_calibrated_per_build_kind_and_thread_count() -> None:
     pred[3] = true[3] / 2.2
     r = _result(list(true), {"gnn": list(pred)}, key="leave_cpu_out", holdout="c",
                 records=records)
-    # the largest model of each family (m1, m2), all its records in calibration builds
+    # one model from each half of the sizes, of the two families in turn (m3, m2), all
+    # their records in calibration builds
     assert calibration_positions(r.test, 2) == [0, 1, 2, 3, 4, 5]
     splits = summarise(split_views([r], calibration_shots=2), {})
     zero, two = splits["leave_cpu_out_0_shots"], splits["leave_cpu_out_2_shots"]
@@ -338,7 +340,7 @@ def test_test_records_of_a_build_never_trained_on_are_left_out_and_named() -> No
     assert drop_untrained_builds(builds, [0, 1, 3], [2, 5]) == ([2, 5], "")
 
 
-def test_calibration_models_are_small_sampled_builds_one_family_at_a_time() -> None:
+def test_calibration_models_are_small_sampled_builds_spread_over_sizes() -> None:
     rows = [("vgg-a", "vgg", 0.5, 2, "sampled:0"),  # over calibrate's size cap
             ("vgg-b", "vgg", 0.1, 2, "sampled:0"),
             ("vgg-c", "vgg", 0.15, 1, "sampled:0"),  # not at the most threads
@@ -355,11 +357,17 @@ def test_calibration_models_are_small_sampled_builds_one_family_at_a_time() -> N
     test = {"key": [f"{m}|c/x86-64-v3/{t}t|{b}" for m, _, _, t, b in rows],
             "family": [f for _, f, *_ in rows], "gflop": [g for _, _, g, _, _ in rows],
             "model_id": [m for m, *_ in rows]}
-    # per family in name order: the model measured in most calibration cells, then the
-    # largest under the cap, with a sampled:0 record at the most threads; every record of
-    # it in a calibration build
-    assert calibration_positions(test, 3) == [1, 7, 9, 10, 12]
+    # models under the cap with a sampled:0 record at the most threads (no model here is
+    # in every calibration cell: all are candidates), spread over their sizes (0.05-0.08,
+    # 0.1-0.12, 0.15-0.2 GFLOP: one from each, the first by name on a tie); every
+    # record of them in a calibration build
+    assert calibration_positions(test, 3) == [1, 3, 6, 7]
     assert calibration_positions(test, 10) == [1, 3, 6, 7, 9, 10, 11, 12]
+    # where enough models were measured in every calibration cell, only those are drawn
+    full = {k: v + [v[-1]] * 3 for k, v in test.items()}
+    full["key"][-3:] = [f"resnet-c|c/x86-64-v3/{t}t|{b}" for t, b in
+                        ((1, "sampled:0"), (1, "default"), (2, "default"))]
+    assert calibration_positions(full, 1) == [12, 13, 14, 15]
 
 
 def test_learned_kernel_sum_stops_early_on_validation() -> None:

@@ -63,6 +63,24 @@ def test_each_build_kind_and_thread_count_gets_its_own_factor() -> None:
     assert Calibration.from_dict(fitted.to_dict()) == fitted
 
 
+def test_calibration_models_spread_over_sizes_and_families() -> None:
+    from gnnperf.calibration.selection import Candidate, spread_by_size
+
+    # family a has every size from 1 to 9 MFLOP, family b the middle ones
+    candidates = [Candidate(f"a{i}", "a", i / 1000) for i in range(1, 10)]
+    candidates += [Candidate(f"b{i}", "b", i / 1000 + 5e-4) for i in (4, 5, 6)]
+    # 12 sorted by size, cut into three bins of four: each gives the model nearest its
+    # middle from the family chosen least so far, so the middle bin goes to family b
+    assert spread_by_size(candidates, 3) == ["a2", "b5", "a7"]
+    assert spread_by_size(list(reversed(candidates)), 3) == ["a2", "b5", "a7"]
+    # every size band is drawn from, not the largest models only
+    picked = spread_by_size(candidates, 6)
+    sizes = sorted(c.gflop for c in candidates if c.model_id in picked)
+    assert len(set(picked)) == 6 and sizes[0] <= 0.002 and sizes[-1] >= 0.008
+    with pytest.raises(GnnperfError, match="only 12 candidate"):
+        spread_by_size(candidates, 13)
+
+
 def test_the_unseen_cpu_prior_is_the_rms_cell_bias_over_held_out_cpus(tmp_path: Path
                                                                       ) -> None:
     # measured / predicted: cpu a x1.5 in sampled 2t, cpu b /1.5 there; both exact in default

@@ -10,6 +10,7 @@ import numpy as np
 from torch_geometric.data import Data
 
 from ..build_config import BuildConfig
+from ..calibration.selection import Candidate, spread_by_size
 from ..calibration.store import CALIBRATION_BUILDS, MAX_CALIBRATION_GFLOP
 from ..data import LatencyDataset, feature_names
 from ..hardware import host_of
@@ -99,34 +100,29 @@ def record_build_threads(key: str) -> tuple[str, int]:
 def calibration_positions(test: dict[str, list[Any]], shots: int) -> list[int]:
     """The held-out CPU's test records that play ``gnnperf calibrate``'s: ``shots`` models of
     the generated families of at most its size cap
-    (:data:`~gnnperf.calibration.store.MAX_CALIBRATION_GFLOP`), one family at a time (in
-    name order), each family's models measured in most calibration cells first, then the
-    largest (as :func:`gnnperf.calibration.run.calibration_models` picks them), among
-    those with a ``sampled:0`` record at the most threads; then every record of those
-    models in a calibration build
+    (:data:`~gnnperf.calibration.store.MAX_CALIBRATION_GFLOP`) with a ``sampled:0`` record
+    at the most threads, spread over their sizes as
+    :func:`gnnperf.calibration.run.calibration_models` picks them
+    (:func:`~gnnperf.calibration.selection.spread_by_size`), among the models measured in
+    every calibration cell the held-out CPU has where there are enough of those; then every
+    record of those models in a calibration build
     (:data:`~gnnperf.calibration.store.CALIBRATION_BUILDS`), at any thread count."""
     configs = [record_build_threads(k) for k in test["key"]]
     calib = [i for i, (build, _) in enumerate(configs)
              if build in CALIBRATION_BUILDS and not str(test["family"][i]).startswith("hf-")]
     anchors = [i for i in calib if configs[i][0] == "sampled:0"
                and float(test["gflop"][i]) <= MAX_CALIBRATION_GFLOP]
-    if not anchors:
+    if not anchors or shots < 1:
         return []
     threads = max(configs[i][1] for i in anchors)
     cells: dict[str, set[tuple[str, int]]] = {}
     for i in calib:
         cells.setdefault(str(test["model_id"][i]), set()).add(configs[i])
-    by_family: dict[str, list[tuple[int, float, str]]] = {}
-    for i in anchors:
-        model = str(test["model_id"][i])
-        if configs[i][1] == threads:
-            by_family.setdefault(str(test["family"][i]), []).append(
-                (-len(cells[model]), -float(test["gflop"][i]), model))
-    queues = [sorted(v) for _, v in sorted(by_family.items())]
-    chosen: list[str] = []
-    while len(chosen) < shots and any(queues):
-        for queue in queues:
-            if queue and len(chosen) < shots:
-                chosen.append(queue.pop(0)[2])
-    models = set(chosen)
+    candidates = {str(test["model_id"][i]): Candidate(
+        str(test["model_id"][i]), str(test["family"][i]), float(test["gflop"][i]))
+        for i in anchors if configs[i][1] == threads}
+    every_cell = set().union(*cells.values())
+    complete = [c for m, c in candidates.items() if cells[m] == every_cell]
+    pool = complete if len(complete) >= shots else list(candidates.values())
+    models = set(spread_by_size(pool, min(shots, len(pool))))
     return [i for i in calib if str(test["model_id"][i]) in models]

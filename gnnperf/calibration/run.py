@@ -19,6 +19,7 @@ from ..graph_predictor import Predictor, load_predictor
 from ..hardware import HardwareSpec
 from ..lowering import compile_lowered, export_executable, lower_onnx
 from ..measure import MeasureSettings, make_inputs, measure_library, reference_library
+from .selection import Candidate, spread_by_size
 from .store import (
     CALIBRATION_BUILDS,
     MAX_CALIBRATION_GFLOP,
@@ -35,26 +36,18 @@ CANDIDATE_SEEDS = 50
 
 def calibration_models(count: int, max_gflop: float = MAX_CALIBRATION_GFLOP
                        ) -> list[zoo.ModelSpec]:
-    """``count`` small zoo models, one per generated family in turn (name order; the same
-    list on every machine): each family's largest models of at most ``max_gflop`` among its
-    first :data:`CANDIDATE_SEEDS` seeds, largest first. Large enough that their time is
-    the kernels' and not the per-call overhead of a microsecond model, which biased the
-    factor (benchmark, Zen 4 held out: see README)."""
-    queues = []
-    for family in sorted(zoo.FAMILIES):
-        specs = [zoo.sample_spec(family, seed) for seed in range(CANDIDATE_SEEDS)]
-        sized = sorted(((zoo.estimate_flops(s), s.model_id, s) for s in specs),
-                       key=lambda x: (-x[0], x[1]))
-        queues.append([s for flops, _, s in sized if flops <= max_gflop * 1e9])
-    chosen: list[zoo.ModelSpec] = []
-    while len(chosen) < count and any(queues):
-        for queue in queues:
-            if queue and len(chosen) < count:
-                chosen.append(queue.pop(0))
-    if len(chosen) < count:
-        raise GnnperfError(f"only {len(chosen)} zoo models are at most {max_gflop} GFLOP; "
+    """``count`` zoo models of at most ``max_gflop`` (the same list on every machine): among
+    the first :data:`CANDIDATE_SEEDS` seeds of every generated family, spread over their
+    sizes by :func:`.selection.spread_by_size`."""
+    specs = {s.model_id: s for family in sorted(zoo.FAMILIES)
+             for s in (zoo.sample_spec(family, seed) for seed in range(CANDIDATE_SEEDS))}
+    candidates = [Candidate(m, s.family, zoo.estimate_flops(s) / 1e9)
+                  for m, s in specs.items()]
+    small = [c for c in candidates if c.gflop <= max_gflop]
+    if len(small) < count:
+        raise GnnperfError(f"only {len(small)} zoo models are at most {max_gflop} GFLOP; "
                            f"asked for {count}")
-    return chosen
+    return [specs[m] for m in spread_by_size(small, count)]
 
 
 def calibrate(hw: HardwareSpec | str = "local", *, models: int = 10,
