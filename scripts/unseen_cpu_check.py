@@ -6,7 +6,10 @@ the product's own path (``Predictor.predict_graphs``, no calibration): MAPE, Spe
 and the coverage of the 90% interval with the unseen-CPU prior and without it (its own
 spread alone), overall and per calibration cell. With ``--calibrated``, after the few-shot
 correction ``gnnperf calibrate`` stored for that CPU (run it there first), scored on the
-records of the models calibration did not measure.
+records of the models calibration did not measure. Per cell it also prints the median
+log-ratio by model size (GFLOP band) and what a per-cell correction fitted on the scored
+records themselves would leave (an oracle): one factor (the median log-ratio), or a
+Theil-Sen line in log predicted time, i.e. whether the bias depends on size.
 
     python scripts/unseen_cpu_check.py --cpu amd-f25m1s1-b33d36 [--builds default,sampled]
     gnnperf calibrate && python scripts/unseen_cpu_check.py --cpu ... --calibrated
@@ -22,7 +25,7 @@ from collections import defaultdict
 from typing import Any
 
 import numpy as np
-from scipy.stats import spearmanr
+from scipy.stats import spearmanr, theilslopes
 
 from gnnperf.build_config import BuildConfig
 from gnnperf.calibration.store import cell_of
@@ -49,6 +52,32 @@ def _figures(y: np.ndarray, mu: np.ndarray, lo: np.ndarray, hi: np.ndarray,
             "coverage_own": round(float(np.mean((y >= own_lo) & (y <= own_hi)) * 100), 1)}
 
 
+#: upper edges (GFLOP) of the model-size bands the per-cell bias is reported by
+SIZE_BANDS = (0.002, 0.01, 0.05, 0.2, 0.6, float("inf"))
+
+
+def _size_bias(y: np.ndarray, mu: np.ndarray, gflop: np.ndarray) -> dict[str, Any]:
+    """One cell's median log(measured / predicted) per size band, and the MAPE left by a
+    factor or by a Theil-Sen line in log predicted time fitted on these records."""
+    ratio, x = np.log(y / mu), np.log(mu)
+    bands, low = {}, 0.0
+    for high in SIZE_BANDS:
+        inside = (gflop >= low) & (gflop < high)
+        if inside.any():
+            bands[f"{low:g}-{high:g}"] = {"records": int(inside.sum()),
+                                          "median_log_ratio": round(float(
+                                              np.median(ratio[inside])), 3)}
+        low = high
+    slope, intercept, _, _ = theilslopes(ratio, x)
+
+    def left(fitted: np.ndarray) -> float:
+        return round(float(np.mean(np.abs(mu * np.exp(fitted) / y - 1)) * 100), 2)
+
+    return {"by_gflop": bands, "oracle_factor_mape": left(np.full_like(x, np.median(ratio))),
+            "oracle_line_mape": left(intercept + slope * x),
+            "oracle_line_slope": round(float(slope), 4)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cpu", required=True, help="CPU signature id of the records")
@@ -73,6 +102,7 @@ def main() -> None:
               if o["graph_id"] in wanted}
     records = [r for r in records if r["graph_id"] in graphs]
     shots: set[str] = set()
+    calibration = None
     if args.calibrated:
         calibration = predictor.calibration(record_hardware(records[0]))
         if calibration is None:
@@ -95,16 +125,29 @@ def main() -> None:
                                   - predictor.unseen_spread(hw, g.build) ** 2, 0.0))
                     for p, (g, hw) in zip(preds, items, strict=True)])
     own_lo, own_hi = mu * np.exp(-INTERVAL_Z * own), mu * np.exp(INTERVAL_Z * own)
+    gflop = np.array([g.total_flops / 1e9 for g, _ in items])
     cells: dict[str, list[int]] = defaultdict(list)
     for i, r in enumerate(records):
         cells[cell_of(r["build"], int(r["hw"]["threads"]))].append(i)
+    oracle = {c: _size_bias(y[idx], mu[idx], gflop[idx]) for c, idx in sorted(cells.items())}
+    zero_shot: dict[str, dict[str, float]] = defaultdict(dict)
+    if calibration is not None:  # the same records at 0 shots: the correction taken off
+        zero = mu / np.exp([calibration.correction(r["build"], int(r["hw"]["threads"]))[0]
+                            for r in records])
+        for c, idx in [("all", list(range(len(y)))), *cells.items()]:
+            zero_shot[c]["mape_0_shots"] = round(float(
+                np.mean(np.abs(zero[idx] / y[idx] - 1)) * 100), 2)
     out = {"cpu": args.cpu, "checkpoint_cpus": sorted(predictor.trained_cpus or []),
            "calibration_models": sorted(shots),
            **_figures(y, mu, lo, hi, own_lo, own_hi, args.calibrated),
+           **zero_shot["all"],
            "spearman": round(float(spearmanr(mu, y)[0]), 4),
            "cells": {c: _figures(*(a[idx] for a in (y, mu, lo, hi, own_lo, own_hi)),
-                                  args.calibrated)
-                     for c, idx in sorted(cells.items())}}
+                                  args.calibrated) | zero_shot[c] | {"size": oracle[c]}
+                     for c, idx in sorted(cells.items())},
+           **{f"oracle_{fit}_per_cell_mape": round(sum(
+               oracle[c][f"oracle_{fit}_mape"] * len(idx) for c, idx in cells.items())
+               / len(y), 2) for fit in ("factor", "line")}}
     print(json.dumps(out, indent=1))
 
 
