@@ -1,12 +1,12 @@
 """Few-shot calibration for a machine the checkpoint has not seen.
 
 A checkpoint trained on other CPUs predicts a new one through its hardware features
-(0 shots). ``gnnperf calibrate`` measures a handful of small zoo models here under the
-measurement-v2 protocol, compares them with the checkpoint's 0-shot predictions and
-stores one correction for this CPU and this checkpoint: the median log-ratio
-measured / predicted (a multiplicative factor, robust to one odd model) and the spread of
-the ratios around it, which widens the interval. :mod:`gnnperf.graph_predictor` applies
-it to every hardware id of this CPU (any ISA or thread count: the factor is the machine's)
+(0 shots). ``gnnperf calibrate`` measures a handful of small zoo models here, spread over
+sizes, under the measurement-v2 protocol, compares them with the checkpoint's 0-shot
+predictions and stores a correction for this CPU and this checkpoint: per cell (build
+kind and thread count) the median log-ratio measured / predicted (a multiplicative
+factor, robust to one odd model) and the spread of the ratios around it, which widens
+the interval. :mod:`gnnperf.graph_predictor` applies it to every hardware id of this CPU
 and says so in the prediction; a CPU without a calibration is predicted as before.
 
 The corrections live in the user's cache folder (``calibration.json``), keyed by the CPU
@@ -18,6 +18,7 @@ the unseen-CPU prior (:mod:`.prior`): how far the benchmark's held-out CPUs sat 
 their checkpoints' predictions, per cell.
 
 Modules: :mod:`.store` (the correction, its fit and its storage: what prediction reads),
+:mod:`.selection` (which models calibrate: spread over sizes, shared with the benchmark),
 :mod:`.run` (measuring the calibration models: what ``gnnperf calibrate`` runs) and
 :mod:`.prior` (the 0-shot prior: its fit from held-out CPUs and its file).
 """
