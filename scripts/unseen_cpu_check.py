@@ -8,8 +8,9 @@ spread alone), overall and per calibration cell. With ``--calibrated``, after th
 correction ``gnnperf calibrate`` stored for that CPU (run it there first), scored on the
 records of the models calibration did not measure. Per cell it also prints the median
 log-ratio by model size (GFLOP band) and what a per-cell correction fitted on the scored
-records themselves would leave (an oracle): one factor (the median log-ratio), or a
-Theil-Sen line in log predicted time, i.e. whether the bias depends on size.
+records themselves would leave (an oracle): one factor (the median log-ratio:
+``mape_after_median_factor``), or a Theil-Sen line in log predicted time, i.e. whether
+the bias depends on size; with ``--calibrated``, also the same records' 0-shot MAPE.
 
     python scripts/unseen_cpu_check.py --cpu amd-f25m1s1-b33d36 [--builds default,sampled]
     gnnperf calibrate && python scripts/unseen_cpu_check.py --cpu ... --calibrated
@@ -33,7 +34,8 @@ from gnnperf.data import record_hardware
 from gnnperf.errors import GnnperfError
 from gnnperf.features import KernelGraph
 from gnnperf.graph_predictor import Predictor
-from gnnperf.hardware import host_of
+from gnnperf.hardware import HardwareSpec, host_of
+from gnnperf.prediction_types import Prediction
 from gnnperf.shards import iter_lines, latest_records
 from gnnperf.training import INTERVAL_Z
 
@@ -58,7 +60,7 @@ SIZE_BANDS = (0.002, 0.01, 0.05, 0.2, 0.6, float("inf"))
 
 def _size_bias(y: np.ndarray, mu: np.ndarray, gflop: np.ndarray) -> dict[str, Any]:
     """One cell's median log(measured / predicted) per size band, and the MAPE left by a
-    factor or by a Theil-Sen line in log predicted time fitted on these records."""
+    Theil-Sen line in log predicted time fitted on these records."""
     ratio, x = np.log(y / mu), np.log(mu)
     bands, low = {}, 0.0
     for high in SIZE_BANDS:
@@ -69,13 +71,18 @@ def _size_bias(y: np.ndarray, mu: np.ndarray, gflop: np.ndarray) -> dict[str, An
                                               np.median(ratio[inside])), 3)}
         low = high
     slope, intercept, _, _ = theilslopes(ratio, x)
-
-    def left(fitted: np.ndarray) -> float:
-        return round(float(np.mean(np.abs(mu * np.exp(fitted) / y - 1)) * 100), 2)
-
-    return {"by_gflop": bands, "oracle_factor_mape": left(np.full_like(x, np.median(ratio))),
-            "oracle_line_mape": left(intercept + slope * x),
+    left = np.mean(np.abs(mu * np.exp(intercept + slope * x) / y - 1)) * 100
+    return {"by_gflop": bands, "oracle_line_mape": round(float(left), 2),
             "oracle_line_slope": round(float(slope), 4)}
+
+
+def _predict(predictor: Predictor, items: list[tuple[KernelGraph, HardwareSpec]],
+             calibrated: bool) -> list[Prediction]:
+    """The product's predictions of ``items``, in batches of 64."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # out-of-range notes: the point is the unseen CPU
+        return [p for i in range(0, len(items), 64)
+                for p in predictor.predict_graphs(items[i:i + 64], calibrated=calibrated)]
 
 
 def main() -> None:
@@ -102,7 +109,6 @@ def main() -> None:
               if o["graph_id"] in wanted}
     records = [r for r in records if r["graph_id"] in graphs]
     shots: set[str] = set()
-    calibration = None
     if args.calibrated:
         calibration = predictor.calibration(record_hardware(records[0]))
         if calibration is None:
@@ -112,11 +118,7 @@ def main() -> None:
         records = [r for r in records if r["model_id"] not in shots]  # scored: the others
     items = [(KernelGraph.from_dict(graphs[r["graph_id"]]), record_hardware(r))
              for r in records]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # out-of-range notes: the point is the unseen CPU
-        preds = [p for i in range(0, len(items), 64)
-                 for p in predictor.predict_graphs(items[i:i + 64],
-                                                     calibrated=args.calibrated)]
+    preds = _predict(predictor, items, args.calibrated)
     y = np.array([r["whole"]["median_ms"] for r in records])
     mu = np.array([p.latency_ms for p in preds])
     lo, hi = np.array([p.low_ms for p in preds]), np.array([p.high_ms for p in preds])
@@ -131,23 +133,25 @@ def main() -> None:
         cells[cell_of(r["build"], int(r["hw"]["threads"]))].append(i)
     oracle = {c: _size_bias(y[idx], mu[idx], gflop[idx]) for c, idx in sorted(cells.items())}
     zero_shot: dict[str, dict[str, float]] = defaultdict(dict)
-    if calibration is not None:  # the same records at 0 shots: the correction taken off
-        zero = mu / np.exp([calibration.correction(r["build"], int(r["hw"]["threads"]))[0]
-                            for r in records])
+    if args.calibrated:  # the same records at 0 shots
+        zero = np.array([p.latency_ms for p in _predict(predictor, items, False)])
         for c, idx in [("all", list(range(len(y)))), *cells.items()]:
             zero_shot[c]["mape_0_shots"] = round(float(
                 np.mean(np.abs(zero[idx] / y[idx] - 1)) * 100), 2)
+    per_cell = {c: _figures(*(a[idx] for a in (y, mu, lo, hi, own_lo, own_hi)),
+                            args.calibrated) | zero_shot[c] | {"size": oracle[c]}
+                for c, idx in sorted(cells.items())}
     out = {"cpu": args.cpu, "checkpoint_cpus": sorted(predictor.trained_cpus or []),
            "calibration_models": sorted(shots),
            **_figures(y, mu, lo, hi, own_lo, own_hi, args.calibrated),
            **zero_shot["all"],
            "spearman": round(float(spearmanr(mu, y)[0]), 4),
-           "cells": {c: _figures(*(a[idx] for a in (y, mu, lo, hi, own_lo, own_hi)),
-                                  args.calibrated) | zero_shot[c] | {"size": oracle[c]}
-                     for c, idx in sorted(cells.items())},
+           "cells": per_cell,
+           # what the per-cell oracles leave over all records (weighted by cell size)
            **{f"oracle_{fit}_per_cell_mape": round(sum(
-               oracle[c][f"oracle_{fit}_mape"] * len(idx) for c, idx in cells.items())
-               / len(y), 2) for fit in ("factor", "line")}}
+               pick(f) * f["records"] for f in per_cell.values()) / len(y), 2)
+              for fit, pick in (("factor", lambda f: f["mape_after_median_factor"]),
+                                ("line", lambda f: f["size"]["oracle_line_mape"]))}}
     print(json.dumps(out, indent=1))
 
 

@@ -50,6 +50,11 @@ def mape(log_error: np.ndarray) -> float:
     return float(np.mean(np.abs(np.exp(-log_error) - 1)) * 100)
 
 
+def reference_log_ms(record: dict[str, Any]) -> float:
+    """The record's reference time: the mean log median of its gemm and stream kernels."""
+    return 0.5 * sum(math.log(record["reference"][k]["median_ms"]) for k in ("gemm", "stream"))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("runs", nargs="+", help="leave_cpu_out-*.json files of `gnnperf bench`")
@@ -65,8 +70,8 @@ def main() -> None:
     refs: dict[tuple[str, int], list[float]] = defaultdict(list)
     for r in records.values():
         if "reference" in r:
-            refs[(host_of(r["hw_id"]), int(r["hw"]["threads"]))].append(0.5 * sum(
-                math.log(r["reference"][k]["median_ms"]) for k in ("gemm", "stream")))
+            refs[(host_of(r["hw_id"]), int(r["hw"]["threads"]))].append(
+                reference_log_ms(r))
         kernels, graph = r.get("kernels_ms"), graphs.get(r["graph_id"])
         if not kernels or graph is None or len(kernels) != len(graph["nodes"]):
             continue
@@ -102,7 +107,7 @@ def main() -> None:
         design = np.hstack([onehot[keep], np.array(x)[:, :-1]])
         coef, *_ = np.linalg.lstsq(design, err[keep], rcond=None)
         offset = np.array([
-            0.5 * sum(math.log(r["reference"][k]["median_ms"]) for k in ("gemm", "stream"))
+            reference_log_ms(r)
             - statistics.mean(m for (c, t), m in ref_median.items()
                               if t == int(r["hw"]["threads"]) and c != held)
             for r in recs])
