@@ -197,11 +197,16 @@ def test_speed_probe_sees_a_cpu_shared_with_a_busy_process() -> None:
     # against this CPU's quiet readings now, not its best: on a noisy host (the Zen 3
     # guests) a quiet probe is not always back within 1.3x of its best
     quiet = min(probe.slowdowns()[cpu] for _ in range(3))
+    # the spinner says when it is pinned and spinning: on a loaded CI host the interpreter
+    # can take longer to start than any fixed sleep (a 0.3 s sleep once read 1.297x)
     spinner = subprocess.Popen(
         [sys.executable, "-c",
-         f"import os; os.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"])
+         f"import os; os.sched_setaffinity(0, {{{cpu}}}); print('spinning', flush=True)\n"
+         "while True: pass"],
+        stdout=subprocess.PIPE, text=True)
     try:
-        time.sleep(0.3)
+        assert spinner.stdout is not None and spinner.stdout.readline().strip() == "spinning"
+        time.sleep(0.1)
         assert min(probe.slowdowns()[cpu] for _ in range(3)) > 1.3 * quiet
     finally:
         spinner.kill()
