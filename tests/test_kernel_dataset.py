@@ -477,7 +477,7 @@ def test_the_models_whose_tuned_records_cost_fewest_measurements_come_first() ->
     """Workloads are shared, so some models' ``tuned`` records cost no kernel timing at
     all; the collector visits them before models with many new workloads."""
     from gnnperf.collect import record_key
-    from gnnperf.kernel_dataset.ordering import cheapest_tuned_first, tuned_cost
+    from gnnperf.kernel_dataset.ordering import cheapest_tuned_first, family_workloads, tuned_cost
 
     specs = {f: zoo.sample_spec(f, 0) for f in ("vgg", "mixer", "resnet", "gpt", "bert",
                                                   "regnet")}
@@ -492,16 +492,25 @@ def test_the_models_whose_tuned_records_cost_fewest_measurements_come_first() ->
     done = covered | {"d|cpu/1t", "d|cpu/2t"}
     tuned_done = {record_key(ids["resnet"], h, "tuned") for h in hws["x86-64-v3"]} | {
         record_key(ids["bert"], "cpu/1t", "tuned")}
-    costs = {m: tuned_cost(m, hws, workloads, done, covered, tuned_done) for m in ids.values()}
+    # two more seeds never lowered, costed by their family's median workload count
+    second = [zoo.sample_spec("vgg", 1), zoo.sample_spec("mixer", 1)]
+    sizes = family_workloads(workloads)
+    assert sizes == {"vgg": 3.0, "mixer": 1.0, "resnet": 1.0, "gpt": 3.0, "bert": 2.0}
+    costs = {m: tuned_cost(m, hws, workloads, done, covered, tuned_done, sizes)
+             for m in [*ids.values(), *(s.model_id for s in second)]}
+    assert (costs[second[0].model_id].measure, costs[second[0].model_id].known) == (6, False)
     assert (costs[ids["mixer"]].records, costs[ids["mixer"]].measure) == (2, 0)
     assert (costs[ids["vgg"]].records, costs[ids["vgg"]].measure) == (2, 3)
     assert (costs[ids["bert"]].records, costs[ids["bert"]].measure) == (1, 1)
     assert (costs[ids["gpt"]].records, costs[ids["gpt"]].measure) == (0, 2)
     assert not costs[ids["regnet"]].known  # never lowered: its workloads are not stored
-    order = cheapest_tuned_first(list(specs.values()), costs)
-    # per record: mixer 0, bert 1, vgg 1.5; then the unknown; the blocked one last;
-    # resnet (nothing left to do) is dropped
-    assert [s.family for s in order] == ["mixer", "bert", "vgg", "regnet", "gpt"]
+    order = cheapest_tuned_first([*specs.values(), *second], costs)
+    # per record: mixer 0, bert 1, vgg 1.5; then the unknown, by estimate: regnet's family
+    # was never lowered (0), mixer-1 ~1, vgg-1 ~3; the blocked one last; resnet (nothing
+    # left to do) is dropped
+    assert [s.model_id for s in order] == [
+        ids["mixer"], ids["bert"], ids["vgg"], ids["regnet"], second[1].model_id,
+        second[0].model_id, ids["gpt"]]
     # a second ISA the model was never lowered for: its workloads are estimated from the
     # ISA it was; a failed tuned record counts as done
     two_isas = {**hws, "x86-64-v2": ["cpu/v2-1t"]}

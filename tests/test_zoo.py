@@ -159,3 +159,11 @@ def test_spec_round_trip(family: str) -> None:
     assert again == spec
     assert again.model_id == spec.model_id
     assert again.to_dict() == d
+
+
+def test_the_family_is_read_back_from_a_model_id() -> None:
+    for spec in (zoo.sample_spec("resnet", 17), zoo.sample_spec("hf-bert-base", 3),
+                 zoo.tiny_spec("hf-gpt2")):
+        assert zoo.ModelSpec.family_of(spec.model_id) == spec.family
+    with pytest.raises(GnnperfError, match="not a zoo model id"):
+        zoo.ModelSpec.family_of("resnet")

@@ -37,7 +37,7 @@ from ..measure.results import FuncTiming
 from ..onnx_import import import_to_relax, load_onnx
 from ..shards import ShardWriter, iter_lines
 from .database import tuned_databases
-from .ordering import cheapest_tuned_first, tuned_cost
+from .ordering import cheapest_tuned_first, family_workloads, tuned_cost
 from .workloads import (
     NOT_EXECUTED,
     Candidate,
@@ -188,8 +188,9 @@ class KernelCollector:
         isa_hw_ids: dict[str, list[str]] = {}
         for (isa, _), h in self.hw_specs.items():
             isa_hw_ids.setdefault(isa, []).append(h.hw_id)
+        sizes = family_workloads(self.models_written)
         costs = {s.model_id: tuned_cost(s.model_id, isa_hw_ids, self.models_written, self.done,
-                                        self.covered, tuned_done) for s in specs}
+                                        self.covered, tuned_done, sizes) for s in specs}
         return cheapest_tuned_first(specs, costs)
 
     def tuned_collector(self, hw: HardwareSpec) -> Collector:

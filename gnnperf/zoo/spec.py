@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
+
+from ..errors import DatasetError
 
 T = TypeVar("T")
 
@@ -39,6 +42,14 @@ class ModelSpec:
         if self.hparams.get("tiny"):
             return f"{self.family}-{self.seed:06d}-tiny"
         return f"{self.family}-{self.seed:06d}"
+
+    @staticmethod
+    def family_of(model_id: str) -> str:
+        """The family part of a :attr:`model_id` (``resnet-000017`` -> ``resnet``)."""
+        match = re.fullmatch(r"(.+)-\d{6}(?:-tiny)?", model_id)
+        if match is None:
+            raise DatasetError(f"not a zoo model id: {model_id!r}")
+        return match.group(1)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form (shapes become lists)."""
