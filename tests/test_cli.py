@@ -172,6 +172,9 @@ def test_dataset_stats_command(small_root: Path) -> None:
     assert stats["per_family"].keys() == {"squeezenet", "mixer"}
     assert sum(stats["records_by_build"].values()) == stats["records"]
     assert all(0 < stats["models_by_build"][b] <= n for b, n in stats["records_by_build"].items())
+    assert all(0 < stats["graphs_by_build"][b] <= stats["models_by_build"][b]
+               and stats["distinct_records_by_build"][b] <= n
+               for b, n in stats["records_by_build"].items())
     text = run_cli("dataset", "stats", "--root", str(small_root))
     assert text.returncode == 0 and f"{stats['records']} records" in text.stdout
 

@@ -114,6 +114,20 @@ def test_seeds_with_the_same_graph_never_straddle_a_split() -> None:
                 assert owner.setdefault(str(rows[i].group), k) == k
 
 
+def test_stats_count_a_graph_drawn_by_two_seeds_once() -> None:
+    from gnnperf.data.stats import distinct_by_build
+
+    def record(model: str, graph: str, hw: str, build: str = "tuned") -> dict[str, str]:
+        return {"model_id": model, "onnx_sha256": model, "onnx_graph_id": graph,
+                "hw_id": hw, "build": build}
+    records = [record("hf-gpt2-000000", "g1", "cpu/1t"), record("hf-gpt2-000003", "g1", "cpu/1t"),
+               record("hf-gpt2-000003", "g1", "cpu/2t"), record("vgg-000000", "g2", "cpu/1t"),
+               record("vgg-000000", "g2", "cpu/1t", "default")]
+    graphs, distinct = distinct_by_build(records)
+    assert graphs == {"default": 1, "tuned": 2}
+    assert distinct == {"default": 1, "tuned": 3}  # the twin's cpu/1t record repeats
+
+
 def _mixed_rows() -> list[Data]:
     """40 models on a v2 CPU (even models) and a legacy one (all): pre-v2 labels abound."""
     rows = []

@@ -36,6 +36,9 @@ def cmd_dataset_stats(args: argparse.Namespace) -> int:
     for title, key in (("family", "per_family"), ("hardware", "per_hw"),
                        ("build", "records_by_build"), ("CPU", "per_cpu")):
         print(f"per {title}: " + ", ".join(f"{k} {v}" for k, v in stats[key].items()))
+    print("per build, without repeats (a graph another seed drew, at the same hardware id): "
+          + ", ".join(f"{b} {n} records of {stats['graphs_by_build'][b]} graphs"
+                      for b, n in stats["distinct_records_by_build"].items()))
     if stats["kernel_measurements"]:
         print(f"kernel dataset: {stats['kernel_measurements']} measurements of "
               f"{stats['kernel_workloads']} workloads, median "

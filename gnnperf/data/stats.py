@@ -13,6 +13,7 @@ from ..hardware import host_of
 from ..measure.reference import aa_floor
 from ..shards import is_probed, iter_lines, latest_records, shard_paths
 from .dataset import existing_folder
+from .splits import split_group
 
 
 def noise_pairs(root: str | os.PathLike[str] | DatasetFolder | None
@@ -59,6 +60,22 @@ def _cpu_id(record: dict[str, Any]) -> str:
     return signature_of_hw(record["hw"]).id
 
 
+def distinct_by_build(records: list[dict[str, Any]]) -> tuple[dict[str, int], dict[str, int]]:
+    """Per build, the operator graphs measured and the distinct (graph, hardware id) pairs.
+
+    Why: two seeds of a real architecture that draw the same (batch, size) are one graph
+    (:func:`.splits.split_group`) under two model ids; their records repeat a measurement
+    rather than add a model, so a count of what the dataset covers takes each once."""
+    graphs: dict[str, set[str]] = {}
+    pairs: dict[str, set[tuple[str, str]]] = {}
+    for r in records:
+        group = split_group(r)
+        graphs.setdefault(r["build"], set()).add(group)
+        pairs.setdefault(r["build"], set()).add((group, r["hw_id"]))
+    return ({b: len(v) for b, v in sorted(graphs.items())},
+            {b: len(v) for b, v in sorted(pairs.items())})
+
+
 def dataset_stats(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """Counts, latency range, failures and noise floor of a dataset folder."""
     folder = existing_folder(root)
@@ -72,6 +89,7 @@ def dataset_stats(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     per_build = Counter(r["build"] for r in records)
     models_per_build = {b: len({r["model_id"] for r in records if r["build"] == b})
                         for b in per_build}
+    graphs_per_build, distinct_per_build = distinct_by_build(records)
     pairs = noise_pairs(folder)
     probed = [(r, o) for r, o in pairs if is_probed(r) and is_probed(o)]
     unprobed = [(r, o) for r, o in pairs if not (is_probed(r) and is_probed(o))]
@@ -114,6 +132,9 @@ def dataset_stats(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
         # the names the kernel-dataset issue checks its `tuned` target by
         "records_by_build": dict(sorted(per_build.items())),
         "models_by_build": dict(sorted(models_per_build.items())),
+        # the same without repeats: a model id whose graph another seed already drew
+        "graphs_by_build": graphs_per_build,
+        "distinct_records_by_build": distinct_per_build,
         "cpu_models": cpus,
         "per_cpu": dict(sorted(Counter(sig.id for sig in signatures).items())),
         "cpu_signatures": {sig.id: sig.to_dict() for sig in sorted(set(signatures),
