@@ -44,7 +44,15 @@ from .measure import (
     wait_for_quiet,
 )
 from .onnx_import import import_to_relax, load_onnx
-from .shards import ShardWriter, content_id, is_probed, is_v2, iter_lines, latest_records
+from .shards import (
+    ShardWriter,
+    content_id,
+    is_probed,
+    is_v2,
+    iter_lines,
+    latest_records,
+    structural_id,
+)
 
 
 def parse_hw_list(text: str) -> list[tuple[str, int]]:
@@ -298,7 +306,7 @@ class Collector:
             mod = import_to_relax(loaded)
             import_s = time.perf_counter() - start
             onnx_graph = extract_onnx_graph(loaded).to_dict()
-            onnx_graph_id = content_id(onnx_graph)
+            onnx_graph_id = structural_id(onnx_graph)
             if onnx_graph_id not in self.graphs_written:
                 self.writer.append({"kind": "onnx_graph", "graph_id": onnx_graph_id,
                                     "model_id": spec.model_id, "graph": onnx_graph})

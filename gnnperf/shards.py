@@ -77,6 +77,25 @@ def content_id(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:20]
 
 
+def _without_empty_fields(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _without_empty_fields(v) for k, v in obj.items()
+                if v is not None and v != "" and v != [] and v != {}}
+    if isinstance(obj, list):
+        return [_without_empty_fields(v) for v in obj]
+    return obj
+
+
+def structural_id(graph: Any) -> str:
+    """Content id of a graph that ignores empty fields (``None``, ``""``, ``[]``, ``{}``).
+
+    Why: an extractor that gains a field writes it empty on graphs that have nothing to
+    say there, and a plain :func:`content_id` would then give one model two ids across
+    collector versions (the shards hold both: ``schedule_trace: null``, ``missing: []``).
+    A split that groups records by that id would put one model on both sides."""
+    return content_id(_without_empty_fields(graph))
+
+
 def iter_shard(path: Path) -> Iterator[dict[str, Any]]:
     """Verified lines of one shard, in order."""
     try:
@@ -133,14 +152,25 @@ def is_v2(line: dict[str, Any]) -> bool:
 
 
 def latest_records(root: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The newest ``record`` of each key, in the order keys were first recorded."""
+    """The newest ``record`` of each key, in the order keys were first recorded.
+
+    Each record's ``onnx_graph_id`` is given as the :func:`structural_id` of the operator
+    graph it names, so records collected under older graph-id definitions agree with new
+    ones (the stored lines are left as they were written)."""
     first_seen: dict[str, int] = {}
     newest: dict[str, dict[str, Any]] = {}
-    for obj in iter_lines(root, kinds=("record",)):
+    structural: dict[str, str] = {}
+    for obj in iter_lines(root, kinds=("record", "onnx_graph")):
+        if obj["kind"] == "onnx_graph":
+            structural[obj["graph_id"]] = structural_id(obj["graph"])
+            continue
         key = obj["key"]
         first_seen.setdefault(key, len(first_seen))
         if key not in newest or obj.get("created_at", 0) >= newest[key].get("created_at", 0):
             newest[key] = obj
+    for rec in newest.values():
+        if rec.get("onnx_graph_id") in structural:
+            rec["onnx_graph_id"] = structural[rec["onnx_graph_id"]]
     return sorted(newest.values(), key=lambda r: first_seen[r["key"]])
 
 

@@ -15,8 +15,17 @@ import pytest
 
 from gnnperf.collect import done_keys, parse_hw_list
 from gnnperf.cpu_identity import signature_of_hw
+from gnnperf.data import split_group
 from gnnperf.errors import HardwareError
-from gnnperf.shards import ShardWriter, checksum, iter_lines, latest_records, shard_paths
+from gnnperf.shards import (
+    ShardWriter,
+    checksum,
+    content_id,
+    iter_lines,
+    latest_records,
+    shard_paths,
+    structural_id,
+)
 
 ARGS = ["--families", "squeezenet,nb201", "--count", "2", "--hw", "x86-64-v3:1",
         "--build", "default", "--repeat", "3", "--quiet-timeout", "2",
@@ -225,6 +234,31 @@ def test_a_redone_key_supersedes_its_noisy_record(tmp_path: Path) -> None:
     assert [r["key"] for r in latest] == ["m|hw|b", "n|hw|b", "l|hw|b"]  # first-recorded order
     assert latest[0]["whole"]["median_ms"] == 1.5
     assert len(list(iter_lines(tmp_path, kinds=("record",)))) == 4
+
+
+def test_one_operator_graph_has_one_id_across_collector_versions(tmp_path: Path) -> None:
+    """An older extractor left out fields a newer one writes empty: the two stored graphs
+    are one model, so its records get one ``onnx_graph_id`` and one split group."""
+    node = {"name": "/Conv", "ops": ["conv2d"], "flops": 6.0}
+    old_graph = {"nodes": [node], "edges": [[0, 0]]}
+    new_graph = {"nodes": [{**node, "schedule_trace": None, "missing": [],
+                            "schedule_fallback": ""}], "edges": [[0, 0]]}
+    other_graph = {"nodes": [{**node, "flops": 7.0}], "edges": [[0, 0]]}
+    assert content_id(old_graph) != content_id(new_graph)
+    assert structural_id(old_graph) == structural_id(new_graph) != structural_id(other_graph)
+    with ShardWriter(tmp_path, "shard-t") as writer:
+        for tag, graph in (("old", old_graph), ("new", new_graph), ("other", other_graph)):
+            writer.append({"kind": "onnx_graph", "graph_id": content_id(graph),
+                           "model_id": "m", "graph": graph})
+            writer.append({"kind": "record", "key": f"m|{tag}|b", "model_id": "m",
+                           "onnx_graph_id": content_id(graph), "created_at": 1.0})
+        writer.append({"kind": "record", "key": "legacy|b", "model_id": "legacy"})
+    groups = {r["key"]: split_group(r) for r in latest_records(tmp_path)}
+    assert groups["m|old|b"] == groups["m|new|b"] == structural_id(old_graph)
+    assert groups["m|other|b"] == structural_id(other_graph)
+    assert groups["legacy|b"] == "legacy"  # no graph id: the model is its own group
+    stored = {o["graph_id"] for o in iter_lines(tmp_path, kinds=("onnx_graph",))}
+    assert stored == {content_id(g) for g in (old_graph, new_graph, other_graph)}
 
 
 def test_failures_are_retried_on_request_except_budget_skips(tmp_path: Path) -> None:

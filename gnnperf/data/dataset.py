@@ -19,11 +19,11 @@ from ..errors import DatasetError, one_line
 from ..features import KernelGraph
 from ..graph_traces import join_traces
 from ..kernel_model.dataset import tuned_candidates
-from ..shards import SCHEMA_VERSION, iter_lines, latest_records, shard_paths
+from ..shards import SCHEMA_VERSION, iter_lines, latest_records, shard_paths, structural_id
 from .encoding import feature_names, record_to_data
 
 #: Bump when the fields of the encoded ``Data`` items change (invalidates processed caches).
-_DATA_LAYOUT = 7
+_DATA_LAYOUT = 8
 
 GRAPH_KINDS = ("kernel", "onnx")
 
@@ -40,7 +40,9 @@ def _records_and_graphs(shards_dir: Path, kind: str = "kernel"
             traces.append(obj)
             continue
         graphs[obj["graph_id"]] = obj["graph"]
-        if kind == "onnx":  # records from before ``onnx_graph_id`` name their model instead
+        if kind == "onnx":  # under the id :func:`latest_records` gives records, and under
+            # the model id for records from before ``onnx_graph_id``
+            graphs.setdefault(structural_id(obj["graph"]), obj["graph"])
             graphs.setdefault(obj["model_id"], obj["graph"])
     join_traces(graphs, traces)
     return latest_records(shards_dir), graphs
