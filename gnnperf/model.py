@@ -102,6 +102,28 @@ class GNNOutput:
     correction: Tensor  # [graphs] the part of mu that is not the weighted kernel sum
 
 
+def kernel_node_outputs(kernel_model: KernelCostModel, data: Data | Batch
+                        ) -> tuple[Tensor, Tensor]:
+    """Per node of ``data``, the kernel model's embedding and predicted log ms."""
+    emb = kernel_model.embed(data.x_kernel)
+    time = kernel_model.node_log_ms(emb, data.kernel_tuned,
+                                    getattr(data, "x_candidates", None),
+                                    getattr(data, "candidates_node_index", None))
+    return emb, time
+
+
+@torch.no_grad()
+def attach_kernel_outputs(kernel_model: KernelCostModel, graphs: list[Data]) -> None:
+    """Store the (frozen) kernel model's outputs on each graph, as ``kernel_emb`` and
+    ``kernel_time``, so that training computes them once instead of every epoch: they
+    were four fifths of a training epoch's time. The graphs must not be shared with code
+    that expects other kernel outputs (training attaches them to its own scaled copies)."""
+    kernel_model.eval()
+    for g in graphs:
+        if getattr(g, "x_kernel", None) is not None:
+            g.kernel_emb, g.kernel_time = kernel_node_outputs(kernel_model, g)
+
+
 class LatencyGNN(nn.Module):
     """Kernel graph (+ hardware on every node) → whole-model and per-kernel log-latency."""
 
@@ -136,13 +158,14 @@ class LatencyGNN(nn.Module):
 
     def _kernel_model_outputs(self, data: Data | Batch) -> tuple[Tensor, Tensor]:
         """Per node, the kernel model's embedding and predicted log ms (zeros on nodes it
-        does not describe); per node, whether the prediction counts."""
+        does not describe); per node, whether the prediction counts. Read from the graph
+        where :func:`attach_kernel_outputs` stored them."""
         assert self.kernel_model is not None
         mask = data.kernel_model_mask
-        emb = self.kernel_model.embed(data.x_kernel)
-        time = self.kernel_model.node_log_ms(emb, data.kernel_tuned,
-                                             getattr(data, "x_candidates", None),
-                                             getattr(data, "candidates_node_index", None))
+        if getattr(data, "kernel_emb", None) is not None:
+            emb, time = data.kernel_emb, data.kernel_time
+        else:
+            emb, time = kernel_node_outputs(self.kernel_model, data)
         out = torch.cat([emb, time.unsqueeze(-1)], dim=-1)
         out = torch.where(mask.unsqueeze(-1), out, torch.zeros_like(out))
         if self.config.kernel_residual:

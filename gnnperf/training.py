@@ -37,7 +37,7 @@ from .hardware import FEATURE_NAMES as HW_FEATURE_NAMES
 from .hardware import ISA_LEVELS, host_of
 from .kernel_model import KernelCostModel, kernel_feature_names, load_kernel_model
 from .metrics import breakdown, conformal_quantile, metrics
-from .model import EnsembleGNN, LatencyGNN, ModelConfig
+from .model import EnsembleGNN, LatencyGNN, ModelConfig, attach_kernel_outputs
 from .seeding import seed_everything
 from .train_config import TrainConfig
 
@@ -291,6 +291,9 @@ def train_model(dataset: LatencyDataset | Sequence[Data], cfg: TrainConfig,
     test_loader = DataLoader(test_set, batch_size=256)
     members = max(1, cfg.ensemble)
     kernel = resolve_kernel_model(cfg)
+    if kernel is not None:  # frozen: its outputs are computed once, not every epoch
+        for graphs in (train_set, val_set, test_set):
+            attach_kernel_outputs(kernel, graphs)
     mcfg = ModelConfig(in_dim=train_set[0].x.shape[1], hw_dim=len(HW_FEATURE_NAMES),
                        hidden=cfg.hidden, layers=cfg.layers, dropout=cfg.dropout,
                        use_hw=cfg.use_hw, members=members,

@@ -127,6 +127,18 @@ def test_the_table_is_cached_per_shard_until_a_shard_changes(kernel_root: Path, 
     assert len(list((copy / "processed" / "kernel_rows").glob("*/*.npz"))) == 2
 
 
+def test_a_fully_cached_table_is_read_without_parsing_a_shard(
+        kernel_root: Path, table: KernelTable, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gnnperf.kernel_model import dataset
+
+    def parse(*_: object) -> None:
+        raise AssertionError("every shard's rows are cached: nothing should be parsed")
+
+    monkeypatch.setattr(dataset, "_read_shards", parse)
+    again = load_kernel_table(kernel_root, progress=False)
+    assert np.array_equal(again.x, table.x) and np.array_equal(again.group, table.group)
+
+
 def test_stored_analyses_are_used_only_while_replaying_a_sample_agrees(
         kernel_root: Path, table: KernelTable, monkeypatch: pytest.MonkeyPatch) -> None:
     from gnnperf.kernel_model import dataset as kernel_table_module
@@ -206,6 +218,19 @@ def test_rank_loss_rewards_the_right_order_within_a_group_only() -> None:
                            torch.tensor([0, 0]))) == 0.0
 
 
+def test_rank_loss_is_the_mean_over_every_ranked_pair_of_a_group() -> None:
+    """Checked against the definition, pair by pair (the loss builds each group's pairs,
+    not a batch's N x N matrix)."""
+    gen = torch.Generator().manual_seed(0)
+    group = torch.randint(0, 6, (60,), generator=gen)
+    true, pred = torch.randn(60, generator=gen), torch.randn(60, generator=gen)
+    terms = [torch.nn.functional.softplus(pred[i] - pred[j])
+             for i in range(60) for j in range(60)
+             if group[i] == group[j] and true[j] - true[i] > 0.05]
+    assert float(rank_loss(pred, true, group)) == pytest.approx(float(torch.stack(terms).mean()),
+                                                                rel=1e-6)
+
+
 def test_ranking_metrics() -> None:
     true = np.log(np.array([1.0, 2.0, 4.0, 1.0, 3.0, 2.0]))
     groups = np.array(["a"] * 3 + ["b"] * 3)
@@ -238,12 +263,15 @@ def test_training_learns_times_rankings_and_the_best_schedule() -> None:
                             groups_per_batch=8, dropout=0.0, val_frac=0.2, test_frac=0.2)
     result = train_kernel_model(table, cfg, progress=False)
     test = result.metrics["test"]
+    assert set(result.metrics) >= {"train", "val", "test"}
     assert test["schedules"]["mape"] < 25
     assert test["group_spearman"] > 0.8 and test["top1_regret_pct"] < 10
     assert test["tuned"]["mape"] < 30
     # without the schedule's own features nothing tells siblings apart
     blind = train_kernel_model(table, KernelTrainConfig(
-        **{**cfg.__dict__, "drop_prefixes": ("sched_tile",)}), progress=False)
+        **{**cfg.__dict__, "drop_prefixes": ("sched_tile",)}), progress=False,
+        scored=("test",))
+    assert "train" not in blind.metrics and "val" not in blind.metrics
     assert blind.metrics["test"]["group_spearman"] < test["group_spearman"] - 0.3
     assert blind.metrics["test"]["schedules"]["mape"] > 2 * test["schedules"]["mape"]
 
@@ -353,7 +381,7 @@ def test_the_gnn_reads_a_frozen_kernel_model(small_root: Path, tmp_path: Path) -
 
     from gnnperf.data import LatencyDataset
     from gnnperf.kernel_model import KernelCostModel, KernelModelConfig, kernel_feature_names
-    from gnnperf.model import LatencyGNN, ModelConfig
+    from gnnperf.model import LatencyGNN, ModelConfig, attach_kernel_outputs
     from gnnperf.training import TrainConfig, resolve_kernel_model
 
     ds = LatencyDataset(small_root)
@@ -380,6 +408,12 @@ def test_the_gnn_reads_a_frozen_kernel_model(small_root: Path, tmp_path: Path) -
         before = gnn(batch).mu.clone()
         gnn.kernel_model.time_head[1].bias += 1.0
         assert not torch.allclose(gnn(batch).mu, before)
+        # its outputs stored on the graphs, as training does, predict the same
+        graphs = [ds[0].clone(), ds[1].clone()]
+        attach_kernel_outputs(gnn.kernel_model, graphs)
+        stored = Batch.from_data_list(graphs)
+        assert stored.kernel_emb.shape == (batch.num_nodes, kcfg.embed_dim)
+        assert torch.allclose(gnn(stored).mu, gnn(batch).mu, atol=1e-5)
     # builtins are left out of the kernel model's sum
     values = torch.tensor([0.0, 5.0, 0.0])
     lse = LatencyGNN.log_sum_exp(values, torch.tensor([0, 0, 0]), 1,

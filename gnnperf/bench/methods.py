@@ -140,7 +140,7 @@ def split_kernel_model(root: Path, test_models: set[str], train_models: set[str]
         return None, "no kernel model: fewer than 10 workloads outside the test models"
     kcfg = KernelTrainConfig(seed=seed, epochs=cfg.rule.max_epochs,
                              patience=cfg.rule.patience_epochs, val_frac=0.15, test_frac=0.05)
-    result = train_kernel_model(kept, kcfg, progress=False)
+    result = train_kernel_model(kept, kcfg, progress=False, scored=("val",))
     path = save_kernel_model(result, kcfg, kept, folder / "kernel_model.pt")
     return path, (f"kernel model: {len(kept)} schedules of {workloads} workloads "
                   f"({len(leaked)} workloads only test models have left out)")

@@ -25,6 +25,7 @@ import shutil
 from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -106,8 +107,9 @@ class KernelTable:
     def __len__(self) -> int:
         return len(self.log_ms)
 
-    @property
+    @cached_property
     def group(self) -> np.ndarray:
+        """``workload|hw_id`` per row (computed once: training reads it every batch)."""
         return np.char.add(np.char.add(self.workload.astype(str), "|"), self.hw_id.astype(str))
 
     def subset(self, rows: np.ndarray) -> KernelTable:
@@ -251,24 +253,29 @@ def _read_shards(folder: DatasetFolder) -> tuple[dict[str, Any], dict[Path, list
 
 def _build(folder: DatasetFolder, progress: bool) -> KernelTable:
     """Rows shard by shard, each shard's rows cached under ``processed/kernel_rows/`` by its
-    contents and the feature code: a grown dataset only computes its new shards' rows."""
+    contents and the feature code: a grown dataset only computes its new shards' rows, and
+    one whose rows are all cached is not parsed at all (parsing is most of a cold load)."""
     from tqdm import tqdm
 
-    workloads, by_shard = _read_shards(folder)
     cache_dir = folder.processed / "kernel_rows" / _code_fingerprint()
     cached: dict[Path, Path] = {
         path: cache_dir / f"{path.name}-{hashlib.sha256(path.read_bytes()).hexdigest()[:16]}.npz"
-        for path in by_shard}
+        for path in shard_paths(folder.kernels)}
+    workloads: dict[str, Any] = {}
+    by_shard: dict[Path, list[dict[str, Any]]] = {}
+    if not all(c.exists() for c in cached.values()):
+        workloads, by_shard = _read_shards(folder)  # a record's workload may be in any shard
     todo = sum(len(recs) for path, recs in by_shard.items() if not cached[path].exists())
     parts: list[dict[str, np.ndarray]] = []
     parsed: dict[str, Any] = {}
     with tqdm(total=todo, desc="kernel features", disable=not progress or not todo,
               unit="schedule") as bar:
-        for path, recs in by_shard.items():
-            if cached[path].exists():
-                with np.load(cached[path], allow_pickle=False) as z:
+        for path, target in cached.items():
+            if target.exists():
+                with np.load(target, allow_pickle=False) as z:
                     parts.append({k: z[k] for k in _ARRAYS})
                 continue
+            recs = by_shard[path]
             part = _shard_rows(recs, workloads, parsed)
             bar.update(len(recs))
             parts.append(part)
@@ -277,7 +284,7 @@ def _build(folder: DatasetFolder, progress: bool) -> KernelTable:
                     stale.unlink()  # the rows of this shard before it grew
                 buf = io.BytesIO()
                 np.savez_compressed(buf, **part)
-                write_bytes(cached[path], buf.getvalue())
+                write_bytes(target, buf.getvalue())
     for stale in [*cache_dir.parent.glob("*"), *folder.processed.glob("kernel_table-*.npz")]:
         if stale != cache_dir:  # rows of other feature code, and the one-file tables of old
             shutil.rmtree(stale) if stale.is_dir() else stale.unlink()
