@@ -156,16 +156,19 @@ def is_v2(line: dict[str, Any]) -> bool:
     return bool(line.get("reference"))
 
 
-def latest_records(root: str | os.PathLike[str]) -> list[dict[str, Any]]:
+def latest_records(root: str | os.PathLike[str],
+                   structural: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """The newest ``record`` of each key, in the order keys were first recorded.
 
     Each record's ``onnx_graph_id`` is given as the :func:`structural_id` of the operator
     graph it names, so records collected under older graph-id definitions agree with new
-    ones (the stored lines are left as they were written)."""
+    ones (the stored lines are left as they were written). ``structural`` maps stored
+    operator-graph ids to those, for a caller that has already hashed every graph."""
     first_seen: dict[str, int] = {}
     newest: dict[str, dict[str, Any]] = {}
-    structural: dict[str, str] = {}
-    for obj in iter_lines(root, kinds=("record", "onnx_graph")):
+    kinds = ("record",) if structural is not None else ("record", "onnx_graph")
+    structural = dict(structural or {})
+    for obj in iter_lines(root, kinds=kinds):
         if obj["kind"] == "onnx_graph":
             structural[obj["graph_id"]] = structural_id(obj["graph"])
             continue

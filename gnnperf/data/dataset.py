@@ -34,18 +34,21 @@ def _records_and_graphs(shards_dir: Path, kind: str = "kernel"
     also by the model id of the record that first wrote them, for older records)."""
     graphs: dict[str, Any] = {}
     traces: list[dict[str, Any]] = []
+    structural: dict[str, str] | None = None if kind == "kernel" else {}
     kinds = ("graph", "graph_traces") if kind == "kernel" else ("onnx_graph",)
     for obj in iter_lines(shards_dir, kinds=kinds):
         if obj["kind"] == "graph_traces":
             traces.append(obj)
             continue
         graphs[obj["graph_id"]] = obj["graph"]
-        if kind == "onnx":  # under the id :func:`latest_records` gives records, and under
-            # the model id for records from before ``onnx_graph_id``
-            graphs.setdefault(structural_id(obj["graph"]), obj["graph"])
+        if structural is not None:  # under the id :func:`latest_records` gives records
+            # (each graph hashed once, here), and under the model id for records from
+            # before ``onnx_graph_id``
+            structural[obj["graph_id"]] = structural_id(obj["graph"])
+            graphs.setdefault(structural[obj["graph_id"]], obj["graph"])
             graphs.setdefault(obj["model_id"], obj["graph"])
     join_traces(graphs, traces)
-    return latest_records(shards_dir), graphs
+    return latest_records(shards_dir, structural), graphs
 
 
 def _encodable(records: list[dict[str, Any]], graphs: dict[str, Any], kind: str
