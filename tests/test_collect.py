@@ -121,28 +121,6 @@ def test_a_corrupt_line_stops_readers_and_names_itself(tmp_path: Path) -> None:
         list(iter_lines(tmp_path))
 
 
-def test_reading_one_kind_passes_over_the_other_lines_by_their_text(tmp_path: Path) -> None:
-    """Lines of the kinds asked for are read and verified however they were spaced; the
-    others are skipped unparsed (a kernel shard is ~2 MB of records around a few small
-    lines that some readers need), so only a line that is read can stop a reader."""
-    import gzip
-    import json
-
-    from gnnperf.errors import DatasetError
-
-    with ShardWriter(tmp_path, "t") as w:
-        w.append({"kind": "record", "key": "r"})
-        w.append({"kind": "kernel_model", "model_id": "m"})
-    path = shard_paths(tmp_path)[0]
-    text = gzip.decompress(path.read_bytes()).decode()
-    spaced = json.dumps({"kind": "kernel_model", "model_id": "n"})
-    spaced = json.dumps({**json.loads(spaced), "crc": checksum(json.loads(spaced))}, indent=None)
-    path.write_bytes(gzip.compress((text + spaced + "\n{not json\n").encode()))
-    assert [o["model_id"] for o in iter_lines(tmp_path, kinds=("kernel_model",))] == ["m", "n"]
-    with pytest.raises(DatasetError, match="line 4 is not JSON"):
-        list(iter_lines(tmp_path))
-
-
 def test_shard_lines_are_verified_from_their_text_and_any_valid_json_is_read(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A line as the writer wrote it is verified by hashing its own text (no second
