@@ -6,6 +6,9 @@ Checkpoints written since ``test_by_host`` was added carry the same figures in
 ``metrics.json``; this script gives them for older ones.
 
     python scripts/evaluate_checkpoint.py [--checkpoint checkpoints/] [--root datasets/]
+        [--members]
+
+``--members`` adds each ensemble member's test MAPE alone: what the ensemble adds.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from torch_geometric.loader import DataLoader
 
 from gnnperf.data import LatencyDataset, split_indices
 from gnnperf.errors import CheckpointError
+from gnnperf.model import EnsembleGNN
 from gnnperf.predictor import DEFAULT_CHECKPOINT
 from gnnperf.training import (
     TrainConfig,
@@ -34,6 +38,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT)
     ap.add_argument("--root", type=Path, default=None, help="dataset folder (default: shipped)")
+    ap.add_argument("--members", action="store_true", help="also score each member alone")
     args = ap.parse_args()
     payload = load_checkpoint(args.checkpoint)
     ds = LatencyDataset(args.root)
@@ -44,10 +49,15 @@ def main() -> None:
     _, _, test_idx = split_indices(ds, cfg.split, seed=cfg.seed, val_frac=cfg.val_frac,
                                    test_frac=cfg.test_frac, holdout=cfg.holdout)
     model, scaler = model_from_checkpoint(payload)
-    test = predict_loader(model, DataLoader([scaler(ds[i]) for i in test_idx], batch_size=256))
+    loader = DataLoader([scaler(ds[i]) for i in test_idx], batch_size=256)
+    test = predict_loader(model, loader)
     pred, true = test.ms(), np.exp(test.y)
-    print(json.dumps({"test": metrics(pred, true),
-                      **error_breakdowns(pred, true, ds, test_idx)}, indent=1))
+    report = {"test": metrics(pred, true), **error_breakdowns(pred, true, ds, test_idx)}
+    if args.members:
+        report["member_test_mape"] = [
+            metrics(predict_loader(EnsembleGNN(model.config, [m]), loader).ms(), true)["mape"]
+            for m in model.members]
+    print(json.dumps(report, indent=1))
 
 
 if __name__ == "__main__":
