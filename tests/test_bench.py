@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,8 +20,20 @@ from gnnperf.bench.methods import (
     drop_untrained_builds,
     pin_unvaried_hardware,
 )
-from gnnperf.bench.report import calibrated, split_views, summarise, unseen_cpu_prior
-from gnnperf.bench.results import MethodResult, ResultStore, SplitResult, commit_paths
+from gnnperf.bench.report import (
+    calibrated,
+    runs_table,
+    split_views,
+    summarise,
+    unseen_cpu_prior,
+)
+from gnnperf.bench.results import (
+    MethodResult,
+    ResultStore,
+    SplitResult,
+    added_in_commit,
+    commit_paths,
+)
 from gnnperf.bench.splits import calibration_positions, plan_runs
 from gnnperf.data import LatencyDataset, feature_names
 from gnnperf.errors import GnnperfError
@@ -65,9 +79,17 @@ def test_roofline_uses_flops_bytes_peak_and_bandwidth() -> None:
 
 def test_quick_benchmark_writes_the_report_and_resumes(small_root: Path, tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    report = run(small_root, tmp_path, QUICK, "python -m gnnperf.bench --quick", progress=False)
+    report = run(small_root, tmp_path, QUICK, "python -m gnnperf.bench --quick",
+                 call="python -m gnnperf.bench --quick --max-minutes 30", progress=False)
     data = json.loads((tmp_path / "report.json").read_text())
     assert data["dataset"] == report["dataset"] and data["command"].endswith("--quick")
+    # each run names the call that made it, its CPU and when: a full run spans sessions
+    cpu = HardwareSpec.local(measure=False).cpu_id
+    assert len(data["runs"]) == 3 and {r["cpu"] for r in data["runs"]} == {cpu}
+    assert {r["call"] for r in data["runs"]} == {"python -m gnnperf.bench --quick --max-minutes 30"}
+    stored = json.loads(next((tmp_path / "runs").glob("*/*.json")).read_text())
+    assert stored["provenance"]["call"].endswith("--max-minutes 30")
+    assert stored["provenance"]["finished"].endswith("Z")
     assert data["runs_done"] == data["runs_planned"] == 3 and not data["partial"]
     random = data["splits"]["random"]
     assert METHODS <= set(random["methods"])
@@ -93,6 +115,7 @@ def test_quick_benchmark_writes_the_report_and_resumes(small_root: Path, tmp_pat
         assert (tmp_path / "plots" / f"{split}.png").stat().st_size > 1000
     md = (tmp_path / "report.md").read_text()
     assert "## Targets" in md and "MAPE per holdout" in md and "Splits not run" in md
+    assert "## Runs" in md and "`python -m gnnperf.bench --quick --max-minutes 30`" in md
     met = {(t["split"], t["target"]) for t in data["targets"]}
     assert ("random", "gnn MAPE below the measured kernel sum (oracle)") in met
     assert ("random", "gnn 90% interval covers 85-95%") in met
@@ -390,7 +413,6 @@ def test_learned_kernel_sum_stops_early_on_validation() -> None:
 
 
 def test_stored_runs_round_trip_and_commit_only_their_files(tmp_path: Path) -> None:
-    import subprocess
 
     r = _result([1.0, 2.0], {"gnn": [1.0, np.nan]}, key="leave_family_out", holdout="a/b c")
     store = ResultStore(tmp_path, "data", "cfg")
@@ -417,8 +439,6 @@ def test_stored_runs_round_trip_and_commit_only_their_files(tmp_path: Path) -> N
 @pytest.mark.parametrize("command", [["-m", "gnnperf.bench"], ["-m", "gnnperf", "bench"]])
 def test_bench_command_line_reports_bad_input_in_one_line(command: list[str],
                                                           tmp_path: Path) -> None:
-    import subprocess
-    import sys
 
     proc = subprocess.run([sys.executable, *command, "--quick", "--root", str(tmp_path),
                            "--out", str(tmp_path / "out")],
@@ -430,8 +450,6 @@ def test_bench_command_line_reports_bad_input_in_one_line(command: list[str],
 
 
 def test_bench_rejects_a_job_count_below_one(tmp_path: Path) -> None:
-    import subprocess
-    import sys
 
     proc = subprocess.run([sys.executable, "-m", "gnnperf", "bench", "--jobs", "0",
                            "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
@@ -449,3 +467,31 @@ def test_the_kernel_model_hides_only_workloads_no_training_model_has() -> None:
         "w4", "w5"}
     assert held_out_workloads(workloads, {"test_a"}, set()) == {"w1", "w4"}
     assert held_out_workloads(workloads, set(), {"train_a"}) == set()
+
+
+def test_a_run_stored_before_provenance_names_the_commit_that_added_it(tmp_path: Path) -> None:
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    git("config", "user.email", "t@example.com")
+    git("config", "user.name", "t")
+    run_file = tmp_path / "random-seed0.json"
+    assert added_in_commit(run_file) is None  # not there yet
+    run_file.write_text("{}")
+    assert added_in_commit(run_file) is None  # there, never committed
+    git("add", run_file.name)
+    git("commit", "-q", "-m", "run")
+    run_file.write_text('{"a": 1}')
+    git("commit", "-q", "-am", "edited")
+    head = subprocess.run(["git", "log", "--format=%h", "--reverse"], cwd=tmp_path,
+                          capture_output=True, text=True, check=True).stdout.split()[0]
+    added = added_in_commit(run_file)
+    assert added is not None and added.split()[0] == head  # the adding commit, not the last
+    legacy = {"run": "random-seed0", "minutes": 63.0, "added_in_commit": added}
+    recorded = {"run": "random-seed1", "minutes": 27.7, "call": "gnnperf bench --jobs 2",
+                "cpu": "amd-x", "finished": "2026-11-27T20:55:00Z"}
+    table = "\n".join(runs_table([legacy, recorded]))
+    assert f"| random-seed0 | 63.0 | not recorded (file added in {head}) |" in table
+    assert ("| random-seed1 | 27.7 | `gnnperf bench --jobs 2` | amd-x | 2026-11-27T20:55:00Z |"
+            in table)

@@ -42,7 +42,7 @@ from .config import QUICK, BenchConfig, BudgetRule
 from .methods import BASELINES, GNN_VARIANTS, LEARNED_ADDITIVE, run_split
 from .plots import plot_split
 from .report import View, markdown, split_views, summarise, targets, unseen_cpu_prior
-from .results import ResultStore, SplitResult, commit_paths
+from .results import ResultStore, SplitResult, added_in_commit, commit_paths
 from .splits import SPLIT_KINDS, SplitRun, plan_runs
 
 __all__ = ["BASELINES", "GNN_VARIANTS", "LEARNED_ADDITIVE", "QUICK", "BenchConfig",
@@ -50,13 +50,17 @@ __all__ = ["BASELINES", "GNN_VARIANTS", "LEARNED_ADDITIVE", "QUICK", "BenchConfi
 
 
 def run(root: str | Path | None, out: Path, cfg: BenchConfig, command: str, *,
-        max_minutes: float | None = None, commit: bool = False, progress: bool = True,
-        splits: Sequence[str] | None = None, jobs: int = 1, device: str | None = None
-        ) -> dict[str, Any]:
+        call: str | None = None, max_minutes: float | None = None, commit: bool = False,
+        progress: bool = True, splits: Sequence[str] | None = None, jobs: int = 1,
+        device: str | None = None) -> dict[str, Any]:
     """Run the split runs not yet stored (those of ``splits`` only, if given: a split
     kind, or ``KIND:HOLDOUT`` for one holdout's runs; until
     ``max_minutes``, if given, have passed: the runs in progress are finished first), then
     write the report from all stored runs.
+
+    ``command`` is the call that makes the whole report (it names what changes results:
+    the dataset, ``--quick``); ``call`` is this invocation, which may run only some of it
+    (``--splits``, ``--max-minutes``, ``--jobs``): each run stores the call that made it.
 
     ``jobs`` > 1 trains that many split runs at once in worker processes (each with its
     share of the cores): a many-core machine finishes the benchmark that many times sooner.
@@ -66,6 +70,7 @@ def run(root: str | Path | None, out: Path, cfg: BenchConfig, command: str, *,
         raise GnnperfError(f"jobs must be at least 1, got {jobs}")
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     started = time.time()
+    cpu = HardwareSpec.local(measure=False).cpu_id
     ds = LatencyDataset(root)
     ds_onnx = LatencyDataset(root, graph="onnx")
     runs, skipped = plan_runs(ds, cfg)
@@ -87,6 +92,8 @@ def run(root: str | Path | None, out: Path, cfg: BenchConfig, command: str, *,
     else:
         finished = _in_workers(ds.folder.root, todo, cfg, device, jobs, time_left)
     for result in finished:
+        result.provenance = {"call": call or command, "cpu": cpu,
+                             "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         path = store.save(result)
         bar.update()
         bar.set_postfix_str(result.run.name)
@@ -96,6 +103,8 @@ def run(root: str | Path | None, out: Path, cfg: BenchConfig, command: str, *,
     results = [store.load(r) for r in runs if store.has(r)]
     views = split_views(results, cfg.calibration_shots)
     report = build_report(results, views, runs, skipped, ds, cfg, command, root)
+    report["last_call"] = call or command
+    report["runs"] = [_run_row(r, store) for r in results]
     prior = unseen_cpu_prior([r for r in results if r.run.key == "leave_cpu_out"], "gnn",
                              source=f"{command} (dataset {ds.fingerprint}, settings "
                                     f"{cfg.fingerprint()})")
@@ -115,6 +124,16 @@ def run(root: str | Path | None, out: Path, cfg: BenchConfig, command: str, *,
         commit_paths(written, f"bench: report, {len(results)} of {len(runs)} runs "
                               f"({ds.fingerprint})")
     return report
+
+
+def _run_row(result: SplitResult, store: ResultStore) -> dict[str, Any]:
+    """One stored run's minutes and provenance; for a run stored before provenance was
+    recorded, the commit that added its file (``--commit`` commits each run as it lands)."""
+    row: dict[str, Any] = {"run": result.run.name, "minutes": round(result.minutes, 1),
+                           **result.provenance}
+    if not result.provenance:
+        row["added_in_commit"] = added_in_commit(store.path(result.run))
+    return row
 
 
 _WORKER: dict[str, LatencyDataset] = {}

@@ -276,10 +276,12 @@ def targets(splits: dict[str, Any]) -> list[dict[str, Any]]:
 
 def markdown(report: dict[str, Any]) -> str:
     rule = report["budget_rule"]
-    lines = ["# gnnperf benchmark", "", f"Command: `{report['command']}`  ",
+    lines = ["# gnnperf benchmark", "",
+             f"Command: `{report['command']}` (makes every run below; a call with `--splits`, "
+             "`--max-minutes` or `--jobs` runs part of it, and each run names its call)  ",
              f"Dataset fingerprint: `{report['dataset']}` ({report['records']} records, "
              f"{report['tested_records']} measured under v2 and tested on)  ",
-             f"CPU that ran it: {report['cpu']}  ",
+             f"CPU that wrote this report: {report['cpu']}  ",
              f"Runs: {report['runs_done']} of {report['runs_planned']}"
              + (" (**partial**: the rest are still to run)" if report["partial"] else "")
              + f", {report['minutes']:.1f} min of training and scoring in all  ",
@@ -327,7 +329,28 @@ def markdown(report: dict[str, Any]) -> str:
                           + (f"{floor:.2f}%" if floor else "n/a") + "):", ""]
             lines += _rows(e["methods"], ("mape", "spearman", "coverage", "models"))
         lines += ["", f"![{split}](plots/{split}.png)", ""]
+    lines += runs_table(report.get("runs", []))
     return "\n".join(lines) + "\n"
+
+
+def runs_table(runs: list[dict[str, Any]]) -> list[str]:
+    """Which call made each stored run, on which CPU, and when: a report spans sessions."""
+    if not runs:
+        return []
+    lines = ["## Runs", "", "Each stored run: its minutes of training and scoring, the call "
+             "that made it, the CPU it trained on and when it finished (UTC); runs stored "
+             "before these were recorded give the commit that added their file instead.", "",
+             "| run | minutes | call | CPU | finished |", "|---|---|---|---|---|"]
+    for r in runs:
+        if "call" in r:
+            lines.append(f"| {r['run']} | {r['minutes']:.1f} | `{r['call']}` | {r['cpu']} | "
+                         f"{r['finished']} |")
+        else:
+            added = r.get("added_in_commit")
+            commit, when = added.split(" ", 1) if added else ("no commit", "not recorded")
+            lines.append(f"| {r['run']} | {r['minutes']:.1f} | not recorded (file added in "
+                         f"{commit}) | not recorded | {when} |")
+    return lines + [""]
 
 
 def _prior_lines(prior: dict[str, Any] | None) -> list[str]:

@@ -47,6 +47,9 @@ class SplitResult:
     methods: dict[str, MethodResult]
     notes: list[str] = field(default_factory=list)
     minutes: float = 0.0
+    #: who made it: the ``gnnperf bench`` call, the CPU it trained on, when it finished
+    #: (UTC); empty in runs stored before it was recorded
+    provenance: dict[str, str] = field(default_factory=dict)
 
     @property
     def true_ms(self) -> np.ndarray:
@@ -56,13 +59,15 @@ class SplitResult:
         return {"run": asdict(self.run), "test": self.test,
                 "methods": {m: r.to_dict() for m, r in self.methods.items()},
                 "notes": self.notes,
-                "minutes": round(self.minutes, 3)}
+                "minutes": round(self.minutes, 3),
+                **({"provenance": self.provenance} if self.provenance else {})}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SplitResult:
         return cls(SplitRun(**data["run"]), data["test"],
                    {m: MethodResult.from_dict(r) for m, r in data["methods"].items()},
-                   data.get("notes", []), data.get("minutes", 0.0))
+                   data.get("notes", []), data.get("minutes", 0.0),
+                   data.get("provenance", {}))
 
 
 def _floats(values: np.ndarray) -> list[float | None]:
@@ -89,6 +94,18 @@ class ResultStore:
         path = self.path(result.run)
         write_text(path, json.dumps(result.to_dict()) + "\n")
         return path
+
+
+def added_in_commit(path: Path) -> str | None:
+    """``<short hash> <commit time>`` of the commit that first added ``path``; None when it
+    is not in git history (a run's provenance when the run itself does not record it)."""
+    path = path.resolve()
+    if not path.exists():
+        return None
+    log = subprocess.run(["git", "log", "--diff-filter=A", "--format=%h %cI", "--", path.name],
+                         cwd=path.parent, capture_output=True, text=True)
+    lines = log.stdout.split("\n") if log.returncode == 0 else []
+    return next((line for line in reversed(lines) if line), None)
 
 
 def commit_paths(paths: list[Path], message: str) -> bool:

@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from ..errors import GnnperfError
 from .common import parse_input_shapes, print_json
@@ -153,15 +154,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.max_minutes is not None and not args.max_minutes > 0:
         raise GnnperfError(f"--max-minutes must be positive, got {args.max_minutes}")
     cfg = QUICK if args.quick else BenchConfig()
-    command = "gnnperf bench" + "".join(
-        f" {flag}" + ("" if value is True else f" {value}")
-        for flag, value in (("--quick", args.quick), ("--root", args.root),
-                            ("--splits", args.splits), ("--max-minutes", args.max_minutes))
-        if value)
+    def flags(*pairs: tuple[str, Any]) -> str:
+        return "".join(f" {flag}" + ("" if value is True else f" {value}")
+                       for flag, value in pairs if value)
+
+    # what makes the whole report, and this call, which may run only part of it
+    command = "gnnperf bench" + flags(("--quick", args.quick), ("--root", args.root))
+    call = command + flags(("--splits", args.splits), ("--max-minutes", args.max_minutes),
+                           ("--jobs", args.jobs if args.jobs != 1 else None))
     splits = args.splits.split(",") if args.splits else None
     if args.jobs < 1:
         raise GnnperfError(f"--jobs must be at least 1, got {args.jobs}")
-    report = run(args.root, args.out, cfg, command, max_minutes=args.max_minutes,
+    report = run(args.root, args.out, cfg, command, call=call, max_minutes=args.max_minutes,
                  commit=args.commit, splits=splits, jobs=args.jobs, device=args.device)
     print(f"{report['runs_done']} of {report['runs_planned']} split runs"
           + (" (partial: run again to go on)" if report["partial"] else ""))
