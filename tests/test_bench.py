@@ -412,8 +412,13 @@ def test_learned_kernel_sum_stops_early_on_validation() -> None:
         LearnedKernelModel(patience=10).fit(graphs(10))
 
 
-def test_stored_runs_round_trip_and_commit_only_their_files(tmp_path: Path) -> None:
+def _git_repo(folder: Path) -> None:
+    """An empty git work tree at ``folder`` that can commit."""
+    for args in (["init", "-q"], ["config", "user.name", "t"], ["config", "user.email", "t@t"]):
+        subprocess.run(["git", "-C", str(folder), *args], check=True)
 
+
+def test_stored_runs_round_trip_and_commit_only_their_files(tmp_path: Path) -> None:
     r = _result([1.0, 2.0], {"gnn": [1.0, np.nan]}, key="leave_family_out", holdout="a/b c")
     store = ResultStore(tmp_path, "data", "cfg")
     path = store.save(r)
@@ -423,12 +428,10 @@ def test_stored_runs_round_trip_and_commit_only_their_files(tmp_path: Path) -> N
     assert np.isnan(back.methods["gnn"].pred_ms[1]) and back.methods["gnn"].pred_ms[0] == 1.0
     # outside a git work tree nothing is committed; inside, only the paths given are
     assert not commit_paths([path], "x")
-    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    _git_repo(tmp_path)
     other = tmp_path / "other.txt"
     other.write_text("not mine\n")
     subprocess.run(["git", "-C", str(tmp_path), "add", "other.txt"], check=True)
-    subprocess.run(["git", "-C", str(tmp_path), "config", "user.name", "t"], check=True)
-    subprocess.run(["git", "-C", str(tmp_path), "config", "user.email", "t@t"], check=True)
     assert commit_paths([path], "bench: one run")
     shown = subprocess.run(["git", "-C", str(tmp_path), "show", "--name-only", "--format="],
                            capture_output=True, text=True, check=True).stdout.split()
@@ -439,7 +442,6 @@ def test_stored_runs_round_trip_and_commit_only_their_files(tmp_path: Path) -> N
 @pytest.mark.parametrize("command", [["-m", "gnnperf.bench"], ["-m", "gnnperf", "bench"]])
 def test_bench_command_line_reports_bad_input_in_one_line(command: list[str],
                                                           tmp_path: Path) -> None:
-
     proc = subprocess.run([sys.executable, *command, "--quick", "--root", str(tmp_path),
                            "--out", str(tmp_path / "out")],
                           capture_output=True, text=True, timeout=300)
@@ -450,7 +452,6 @@ def test_bench_command_line_reports_bad_input_in_one_line(command: list[str],
 
 
 def test_bench_rejects_a_job_count_below_one(tmp_path: Path) -> None:
-
     proc = subprocess.run([sys.executable, "-m", "gnnperf", "bench", "--jobs", "0",
                            "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
@@ -470,20 +471,14 @@ def test_the_kernel_model_hides_only_workloads_no_training_model_has() -> None:
 
 
 def test_a_run_stored_before_provenance_names_the_commit_that_added_it(tmp_path: Path) -> None:
-    def git(*args: str) -> None:
-        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
-
-    git("init", "-q")
-    git("config", "user.email", "t@example.com")
-    git("config", "user.name", "t")
+    _git_repo(tmp_path)
     run_file = tmp_path / "random-seed0.json"
     assert added_in_commit(run_file) is None  # not there yet
     run_file.write_text("{}")
     assert added_in_commit(run_file) is None  # there, never committed
-    git("add", run_file.name)
-    git("commit", "-q", "-m", "run")
+    assert commit_paths([run_file], "bench: one run")
     run_file.write_text('{"a": 1}')
-    git("commit", "-q", "-am", "edited")
+    assert commit_paths([run_file], "edited")
     head = subprocess.run(["git", "log", "--format=%h", "--reverse"], cwd=tmp_path,
                           capture_output=True, text=True, check=True).stdout.split()[0]
     added = added_in_commit(run_file)

@@ -102,9 +102,8 @@ def run(root: str | Path | None, out: Path, cfg: BenchConfig, command: str, *,
     bar.close()
     results = [store.load(r) for r in runs if store.has(r)]
     views = split_views(results, cfg.calibration_shots)
-    report = build_report(results, views, runs, skipped, ds, cfg, command, root)
-    report["last_call"] = call or command
-    report["runs"] = [_run_row(r, store) for r in results]
+    report = build_report(results, views, runs, skipped, ds, cfg, command, root,
+                          call=call or command, cpu=cpu, store=store)
     prior = unseen_cpu_prior([r for r in results if r.run.key == "leave_cpu_out"], "gnn",
                              source=f"{command} (dataset {ds.fingerprint}, settings "
                                     f"{cfg.fingerprint()})")
@@ -169,7 +168,8 @@ def _in_workers(root: Path, todo: list[SplitRun], cfg: BenchConfig, device: str,
 
 def build_report(results: list[SplitResult], views: dict[str, View], runs: list[SplitRun],
                  skipped: dict[str, str], ds: LatencyDataset, cfg: BenchConfig, command: str,
-                 root: str | Path | None) -> dict[str, Any]:
+                 root: str | Path | None, *, call: str, cpu: str, store: ResultStore
+                 ) -> dict[str, Any]:
     stats = dataset_stats(root)
     floors = stats["noise_floor_by_host"]
     splits = summarise(views, floors)
@@ -180,9 +180,9 @@ def build_report(results: list[SplitResult], views: dict[str, View], runs: list[
                 training.setdefault("stopped_by_safety_cap", []).append(
                     f"{r.run.name}/{method}")
     return {
-        "dataset": ds.fingerprint, "command": command, "records": len(ds),
+        "dataset": ds.fingerprint, "command": command, "last_call": call, "records": len(ds),
         "tested_records": int(sum(bool(v) for v in ds._data.v2)),
-        "cpu": HardwareSpec.local(measure=False).cpu_id,
+        "cpu": cpu,
         "config": cfg.to_dict(), "config_fingerprint": cfg.fingerprint(),
         "budget_rule": cfg.rule.line(),
         "runs_planned": len(runs), "runs_done": len(results),
@@ -192,6 +192,7 @@ def build_report(results: list[SplitResult], views: dict[str, View], runs: list[
         "notes": {r.run.name: r.notes for r in results},
         "training_flags": training,
         "minutes": sum(r.minutes for r in results),
+        "runs": [_run_row(r, store) for r in results],
         "noise_floor_mape": stats["noise_floor_mape"],
         "noise_floor_by_cpu": floors,
         "splits": splits,

@@ -154,6 +154,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.max_minutes is not None and not args.max_minutes > 0:
         raise GnnperfError(f"--max-minutes must be positive, got {args.max_minutes}")
     cfg = QUICK if args.quick else BenchConfig()
+
     def flags(*pairs: tuple[str, Any]) -> str:
         return "".join(f" {flag}" + ("" if value is True else f" {value}")
                        for flag, value in pairs if value)
