@@ -502,7 +502,7 @@ def collect(
     second machine must not share ids with the one that collected the dataset so far).
     """
     for family in families:
-        if family not in zoo.FAMILIES and family not in zoo.REAL_ARCHITECTURES:
+        if family not in zoo.FAMILIES + zoo.REAL_ARCHITECTURES + zoo.CORPUS:
             raise GnnperfError(f"unknown model family '{family}'")
     summary = CollectSummary()
     start = time.time()

@@ -2,15 +2,22 @@
 # Run the collector in the background and commit its shards every N minutes, so that
 # a session ending at any moment loses at most the last interval's records.
 #
-#   scripts/collect_and_commit.sh [--kernels] [MINUTES] -- gnnperf collect args...
+#   scripts/collect_and_commit.sh [--code DIR] [--kernels] [MINUTES] -- gnnperf collect args...
 #   scripts/collect_and_commit.sh 20 -- --out datasets --families all --count 30 \
 #       --hw x86-64-v2:1,x86-64-v2:2,x86-64-v3:1,x86-64-v3:2 --build default,sampled:0
 #   scripts/collect_and_commit.sh --kernels 15 -- --out datasets --families all --count 4
 #
+# With --code DIR the collector runs the gnnperf package of DIR (a `git worktree` of a
+# fixed commit), so the working tree can change under a collection that lasts hours.
 # With --kernels it runs `gnnperf collect-kernels` and commits datasets/kernels, and
 # datasets/shards for the whole-model tuned records it adds. Only those folders are
 # committed (`git commit --only`), never other staged work.
 set -u
+code=
+if [ "${1:-}" = "--code" ]; then
+    code=$(cd "${2:?--code needs a folder}" && pwd)
+    shift 2
+fi
 command=collect
 folder=datasets/shards
 if [ "${1:-}" = "--kernels" ]; then
@@ -22,7 +29,8 @@ minutes=${1:-20}
 shift
 [ "${1:-}" = "--" ] && shift
 cd "$(git rev-parse --show-toplevel)" || exit 1
-python -m gnnperf "$command" "$@" > "/tmp/gnnperf-$command.log" 2>&1 &
+PYTHONPATH="${code:-$PWD}${PYTHONPATH:+:$PYTHONPATH}" \
+    python -m gnnperf "$command" "$@" > "/tmp/gnnperf-$command.log" 2>&1 &
 collector=$!
 commit_shards() {
     # shellcheck disable=SC2086  # $folder lists one or two paths

@@ -75,10 +75,14 @@ def slowdown_override(args: argparse.Namespace) -> dict[str, float]:
 
 def parse_families(text: str, real_architectures: bool = False) -> list[str]:
     """A comma-separated family list; ``all`` is every generated family, and the ``hf-*``
-    real architectures too when ``real_architectures``."""
+    real architectures too when ``real_architectures``; ``corpus`` is every ``tf-*``
+    architecture, the smallest rung of every model type first."""
     from .. import zoo
 
     families = [f.strip() for f in text.split(",") if f.strip()]
+    if "corpus" in families:
+        i = families.index("corpus")
+        families[i:i + 1] = zoo.corpus_order()
     if families != ["all"]:
         return families
     return list(zoo.FAMILIES) + (list(zoo.REAL_ARCHITECTURES) if real_architectures else [])

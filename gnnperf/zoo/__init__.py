@@ -22,14 +22,18 @@ one module per family group (:mod:`.convnets`, :mod:`.depthwise_convnets`, :mod:
 from __future__ import annotations
 
 from .build import build_model
+from .corpus import corpus_order, source_family
 from .export import ONNX_OPSET, export_onnx, onnx_sha256
 from .flops import estimate_flops
 from .inputs import example_inputs
-from .registry import FAMILIES, REAL_ARCHITECTURES
+from .registry import CORPUS, FAMILIES, REAL_ARCHITECTURES
 from .sampling import FLOP_MAX, FLOP_MIN, sample_spec, tiny_spec
 from .spec import ModelSpec
 
 __all__ = [
+    "CORPUS",
+    "corpus_order",
+    "source_family",
     "FAMILIES",
     "FLOP_MAX",
     "FLOP_MIN",

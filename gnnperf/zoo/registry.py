@@ -33,6 +33,7 @@ from .convnets import (
     sample_squeezenet,
     sample_vgg,
 )
+from .corpus import CATALOG, build_corpus, corpus_inputs
 from .depthwise_convnets import (
     build_convnext,
     build_efficientnet,
@@ -67,16 +68,20 @@ _TOKEN_FAMILIES = frozenset({"bert", "gpt"}) | HF_TEXT
 
 FAMILIES: tuple[str, ...] = tuple(GENERATED)
 REAL_ARCHITECTURES: tuple[str, ...] = tuple(HF_OPTIONS)
+#: the real-architecture corpus (``tf-*``): transformers model types at a ladder of sizes
+CORPUS: tuple[str, ...] = tuple(CATALOG)
 
 
 def unknown_family(family: str) -> ModelLoadError:
     """The error for a name that is neither a generated family nor a real architecture."""
-    known = ", ".join(FAMILIES + REAL_ARCHITECTURES)
+    known = ", ".join(FAMILIES + REAL_ARCHITECTURES) + f", and {len(CORPUS)} tf-* architectures"
     return ModelLoadError(f"unknown model family '{family}'; known: {known}")
 
 
 def inputs_for(family: str, hp: dict[str, Any]) -> InputSpec:
     """Input names, shapes and dtypes: token ids for text families, else an NCHW image."""
+    if family in CATALOG:
+        return corpus_inputs(family, hp)
     if family in _TOKEN_FAMILIES:
         return {"input_ids": ((int(hp["batch"]), int(hp["seq_len"])), "int64")}
     r = int(hp["resolution"])
@@ -90,4 +95,6 @@ def construct(family: str, hp: dict[str, Any]) -> nn.Module:
         return GENERATED[family][1](hp)
     if family in HF_OPTIONS:
         return build_hf(family, hp)
+    if family in CATALOG:
+        return build_corpus(family, hp)
     raise unknown_family(family)

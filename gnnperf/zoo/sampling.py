@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from .corpus import CATALOG, sample_corpus
 from .flops import count_flops, estimate_flops
 from .hf import HF_OPTIONS, HF_TEXT, TINY_VOCAB, sample_hf
 from .registry import GENERATED, inputs_for, unknown_family
@@ -57,6 +58,9 @@ def sample_spec(family: str, seed: int) -> ModelSpec:
     roughly log-uniformly; draws outside ``[FLOP_MIN, FLOP_MAX]`` are re-drawn from the same
     generator, keeping every model measurable within the labelling budget.
     """
+    if family in CATALOG:
+        hp = sample_corpus(family, int(seed))
+        return ModelSpec(family=family, seed=int(seed), hparams=hp, inputs=inputs_for(family, hp))
     if family not in GENERATED and family not in HF_OPTIONS:
         raise unknown_family(family)
     s = Sampler(np.random.default_rng(stable_int("gnnperf.zoo", family, int(seed))))

@@ -1,0 +1,19 @@
+"""The real-architecture corpus (``tf-*``): ``transformers`` model types at a ladder of sizes,
+random weights, built offline. :mod:`.catalog` lists them, :mod:`.build` constructs them,
+:mod:`.spec` draws their input sizes."""
+
+from .build import build_corpus
+from .catalog import CATALOG, MODEL_TYPES, PREFIX, Architecture, corpus_order
+from .spec import corpus_inputs, sample_corpus, source_family
+
+__all__ = [
+    "CATALOG",
+    "MODEL_TYPES",
+    "PREFIX",
+    "Architecture",
+    "build_corpus",
+    "corpus_inputs",
+    "corpus_order",
+    "sample_corpus",
+    "source_family",
+]
