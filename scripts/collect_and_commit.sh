@@ -7,8 +7,12 @@
 #       --hw x86-64-v2:1,x86-64-v2:2,x86-64-v3:1,x86-64-v3:2 --build default,sampled:0
 #   scripts/collect_and_commit.sh --kernels 15 -- --out datasets --families all --count 4
 #
-# With --code DIR the collector runs the gnnperf package of DIR (a `git worktree` of a
-# fixed commit), so the working tree can change under a collection that lasts hours.
+# With --code DIR the collector (and its measuring workers) run in DIR, a `git worktree`
+# of a fixed commit, so the working tree can change under a collection that lasts hours;
+# give --out as an absolute path then (the shards are still committed here):
+#   git worktree add --detach /tmp/collector HEAD
+#   scripts/collect_and_commit.sh --code /tmp/collector 15 -- --out "$PWD/datasets" \
+#       --families corpus --count 2 --hw x86-64-v3:1,x86-64-v3:2 --build default,sampled:0
 # With --kernels it runs `gnnperf collect-kernels` and commits datasets/kernels, and
 # datasets/shards for the whole-model tuned records it adds. Only those folders are
 # committed (`git commit --only`), never other staged work.
@@ -29,8 +33,7 @@ minutes=${1:-20}
 shift
 [ "${1:-}" = "--" ] && shift
 cd "$(git rev-parse --show-toplevel)" || exit 1
-PYTHONPATH="${code:-$PWD}${PYTHONPATH:+:$PYTHONPATH}" \
-    python -m gnnperf "$command" "$@" > "/tmp/gnnperf-$command.log" 2>&1 &
+(cd "${code:-.}" && exec python -m gnnperf "$command" "$@") > "/tmp/gnnperf-$command.log" 2>&1 &
 collector=$!
 commit_shards() {
     # shellcheck disable=SC2086  # $folder lists one or two paths
