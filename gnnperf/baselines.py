@@ -25,8 +25,8 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
-from .data import feature_names
-from .kernel_model import KernelCostModel
+from gnnperf.data import feature_names
+from gnnperf.kernel_model import KernelCostModel
 
 _NAMES = feature_names()
 _COL = {name: i for i, name in enumerate(_NAMES)}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import BuildConfigError
+from gnnperf.errors import BuildConfigError
 
 BUILD_KINDS = ("default", "dlight", "sampled", "tuned")
 

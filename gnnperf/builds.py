@@ -34,8 +34,8 @@ import tvm
 import tvm_ffi
 from tvm import tirx
 
-from .build_config import BuildConfig
-from .errors import LoweringError, one_line
+from gnnperf.build_config import BuildConfig
+from gnnperf.errors import LoweringError, one_line
 
 
 def kernel_hash(func: tirx.PrimFunc) -> int:
@@ -159,7 +159,7 @@ def cached_sampled_schedule(func: tirx.PrimFunc, target: tvm.target.Target, seed
     target: a kernel seen before is rebuilt by replaying its trace on a copy (~10 ms)
     instead of generating the design space and sampling it again (~30 ms). The replay makes the same
     PrimFunc (``tests/test_feature_cache.py`` checks it)."""
-    from .feature_cache import default_cache, target_key
+    from gnnperf.feature_cache import default_cache, target_key
 
     cache = default_cache()
     key = f"{kernel_hash(func)}|{seed}|{target_key(target)}"

@@ -26,15 +26,15 @@ from typing import Any
 
 from tqdm import tqdm
 
-from . import __version__, zoo
-from .build_config import BuildConfig
-from .cpu_identity import CpuSignature, signature_of_hw
-from .dataset_folder import DatasetFolder
-from .errors import GnnperfError, HardwareError, one_line
-from .features import extract_graph, extract_onnx_graph
-from .hardware import HardwareSpec
-from .lowering import compile_lowered, export_executable, export_kernel_library, lower
-from .measure import (
+from gnnperf import __version__, zoo
+from gnnperf.build_config import BuildConfig
+from gnnperf.cpu_identity import CpuSignature, signature_of_hw
+from gnnperf.dataset_folder import DatasetFolder
+from gnnperf.errors import GnnperfError, HardwareError, one_line
+from gnnperf.features import extract_graph, extract_onnx_graph
+from gnnperf.hardware import HardwareSpec
+from gnnperf.lowering import compile_lowered, export_executable, export_kernel_library, lower
+from gnnperf.measure import (
     MeasureSettings,
     WorkerPool,
     make_inputs,
@@ -43,8 +43,8 @@ from .measure import (
     reference_library,
     wait_for_quiet,
 )
-from .onnx_import import import_to_relax, load_onnx
-from .shards import (
+from gnnperf.onnx_import import import_to_relax, load_onnx
+from gnnperf.shards import (
     ShardWriter,
     content_id,
     is_probed,

@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .shards import shard_paths
+from gnnperf.shards import shard_paths
 
 DEFAULT_ROOT = Path(__file__).resolve().parent.parent / "datasets"
 

@@ -30,8 +30,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from . import __version__
-from .hardware import _cache_dir
+from gnnperf import __version__
+from gnnperf.hardware import _cache_dir
 
 #: Modules whose code decides what is cached; editing one invalidates every entry.
 SOURCES = (

@@ -14,21 +14,21 @@ from typing import Any
 import torch
 from torch_geometric.data import Batch
 
-from .build_config import BuildConfig
-from .calibration.prior import PRIOR_FILE, UnseenCpuPrior, load_prior
-from .calibration.store import Calibration, checkpoint_sha256, load_calibration
-from .data import graph_to_data
-from .features import KernelGraph
-from .hardware import FEATURE_NAMES as HW_FEATURE_NAMES
-from .hardware import ISA_LEVELS, HardwareSpec, supported_isas
-from .model import EnsembleGNN
-from .prediction_types import (
+from gnnperf.build_config import BuildConfig
+from gnnperf.calibration.prior import PRIOR_FILE, UnseenCpuPrior, load_prior
+from gnnperf.calibration.store import Calibration, checkpoint_sha256, load_calibration
+from gnnperf.data import graph_to_data
+from gnnperf.features import KernelGraph
+from gnnperf.hardware import FEATURE_NAMES as HW_FEATURE_NAMES
+from gnnperf.hardware import ISA_LEVELS, HardwareSpec, supported_isas
+from gnnperf.model import EnsembleGNN
+from gnnperf.prediction_types import (
     KernelPrediction,
     OutOfDistributionWarning,
     Prediction,
     default_checkpoint,
 )
-from .training import interval_ms, load_checkpoint, model_from_checkpoint
+from gnnperf.training import interval_ms, load_checkpoint, model_from_checkpoint
 
 # Reference-kernel times (log2 ms) within a factor of 2 of the training range are not out of
 # distribution: on one CPU at one thread count the dataset's own medians span up to 1.67
@@ -96,7 +96,7 @@ class Predictor:
         when the checkpoint reads them (measured once, then cached)."""
         spec = HardwareSpec.coerce(hw)
         if spec.reference_ms is None and spec.host == "local" and self.sees_reference:
-            from .measure.local import with_reference_figures
+            from gnnperf.measure.local import with_reference_figures
 
             spec = with_reference_figures(spec)
         return spec

@@ -18,13 +18,13 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from .build_config import BuildConfig
-from .dataset_folder import DatasetFolder
-from .errors import one_line
-from .shards import ShardWriter, iter_lines, latest_records
+from gnnperf.build_config import BuildConfig
+from gnnperf.dataset_folder import DatasetFolder
+from gnnperf.errors import one_line
+from gnnperf.shards import ShardWriter, iter_lines, latest_records
 
 if TYPE_CHECKING:  # the collector (TVM) is needed to add traces, not to read them
-    from .collect import CollectSummary
+    from gnnperf.collect import CollectSummary
 
 TRACE_KINDS = ("graph_traces", "graph_traces_failure")
 
@@ -49,10 +49,10 @@ def _relowered_traces(record: dict[str, Any], graph: dict[str, Any]
                       ) -> tuple[list[Any] | None, str]:
     """(each node's trace, "") when lowering ``record``'s model again gives ``graph``'s
     kernels; (None, why) otherwise."""
-    from . import zoo
-    from .features import extract_graph
-    from .hardware import HardwareSpec
-    from .lowering import lower_onnx
+    from gnnperf import zoo
+    from gnnperf.features import extract_graph
+    from gnnperf.hardware import HardwareSpec
+    from gnnperf.lowering import lower_onnx
 
     spec = zoo.ModelSpec.from_dict(record["model"])
     hw = HardwareSpec.from_dict(record["hw"])
@@ -73,7 +73,7 @@ def add_graph_traces(root: str | os.PathLike[str] | DatasetFolder | None = None,
     and store its traces (resumable: graphs already done or failed are skipped)."""
     from tqdm import tqdm
 
-    from .collect import CollectSummary
+    from gnnperf.collect import CollectSummary
 
     folder = DatasetFolder.resolve(root)
     start = time.time()

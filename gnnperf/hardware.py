@@ -24,9 +24,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .atomic import write_text
-from .cpu_identity import CpuSignature, read_signature, signature_of_hw
-from .errors import HardwareError
+from gnnperf.atomic import write_text
+from gnnperf.cpu_identity import CpuSignature, read_signature, signature_of_hw
+from gnnperf.errors import HardwareError
 
 #: x86-64 micro-architecture levels, from oldest to newest, with the CPU flags each needs
 #: (flags as /proc/cpuinfo names them) and the float32 SIMD width of its widest vectors.

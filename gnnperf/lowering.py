@@ -22,12 +22,12 @@ import onnx
 import tvm
 from tvm import relax, tirx
 
-from .atomic import atomic_path
-from .build_config import BuildConfig
-from .builds import apply_build
-from .constant_folding import with_batched_folding
-from .errors import LoweringError, one_line
-from .hardware import HardwareSpec, available_cores
+from gnnperf.atomic import atomic_path
+from gnnperf.build_config import BuildConfig
+from gnnperf.builds import apply_build
+from gnnperf.constant_folding import with_batched_folding
+from gnnperf.errors import LoweringError, one_line
+from gnnperf.hardware import HardwareSpec, available_cores
 
 
 def _backend(target: tvm.target.Target) -> Any:
@@ -155,7 +155,7 @@ def lower_onnx(
     database: Any = None,
 ) -> LoweredModel:
     """Load, check and fold an ONNX model, import it into Relax and lower it."""
-    from .onnx_import import import_to_relax, load_onnx
+    from gnnperf.onnx_import import import_to_relax, load_onnx
 
     start = time.perf_counter()
     model = load_onnx(source, input_shapes)

@@ -42,7 +42,7 @@ from torch_geometric.data import Batch, Data
 from torch_geometric.nn import AttentionalAggregation, GINEConv
 from torch_geometric.utils import scatter
 
-from .kernel_model.model import KernelCostModel, KernelModelConfig
+from gnnperf.kernel_model.model import KernelCostModel, KernelModelConfig
 
 
 @dataclass

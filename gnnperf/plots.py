@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .atomic import atomic_path
+from gnnperf.atomic import atomic_path
 
 #: kernels named in a breakdown; the rest are summed into one bar
 TOP_KERNELS = 12

@@ -20,9 +20,9 @@ from typing import Any
 
 import onnx
 
-from .feature_cache import default_cache, target_key
-from .features import KernelGraph
-from .hardware import HardwareSpec
+from gnnperf.feature_cache import default_cache, target_key
+from gnnperf.features import KernelGraph
+from gnnperf.hardware import HardwareSpec
 
 ModelSource = str | os.PathLike[str] | onnx.ModelProto
 
@@ -60,8 +60,8 @@ def lower_for_prediction(model: ModelSource, hw: HardwareSpec, build: str,
     hit = cache.get("graph", key) if cache is not None else None
     if hit is not None:
         return KernelGraph.from_dict(hit)
-    from .features.tuned_candidates import graph_for_prediction  # TVM loads here
-    from .lowering import lower_onnx
+    from gnnperf.features.tuned_candidates import graph_for_prediction  # TVM loads here
+    from gnnperf.lowering import lower_onnx
 
     graph = graph_for_prediction(lower_onnx(model, hw, build, input_shapes))
     if cache is not None:

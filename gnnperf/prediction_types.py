@@ -61,7 +61,7 @@ class Prediction:
              ) -> Path:
         """Draw the per-kernel breakdown: the kernels that make up most of the predicted
         latency, labelled with their fused operators and share, and the interval."""
-        from .plots import plot_breakdown
+        from gnnperf.plots import plot_breakdown
 
         summary = (f"{self.hw_id}, build {self.build}: {self.latency_ms:.3f} ms predicted, "
                    f"{self.coverage * 100:.0f}% interval [{self.low_ms:.3f}, "

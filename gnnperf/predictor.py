@@ -25,17 +25,17 @@ from typing import TYPE_CHECKING, Any
 import onnx
 from tqdm import tqdm
 
-from .build_config import BuildConfig
-from .errors import BuildConfigError
-from .features import KernelGraph
-from .hardware import HardwareSpec, available_cores
-from .prediction_graphs import (
+from gnnperf.build_config import BuildConfig
+from gnnperf.errors import BuildConfigError
+from gnnperf.features import KernelGraph
+from gnnperf.hardware import HardwareSpec, available_cores
+from gnnperf.prediction_graphs import (
     BackgroundLowering,
     cached_graph,
     lower_for_prediction,
     lower_in_worker,
 )
-from .prediction_types import (
+from gnnperf.prediction_types import (
     DEFAULT_CHECKPOINT,
     KernelPrediction,
     OutOfDistributionWarning,
@@ -44,7 +44,7 @@ from .prediction_types import (
 )
 
 if TYPE_CHECKING:
-    from .graph_predictor import Predictor
+    from gnnperf.graph_predictor import Predictor
 
 __all__ = ["DEFAULT_CHECKPOINT", "KernelPrediction", "OutOfDistributionWarning", "Prediction",
            "default_checkpoint", "lower_for_prediction", "predict", "predict_many"]
@@ -56,7 +56,7 @@ atexit.register(gc.freeze)
 
 
 def _predictor(checkpoint: str | os.PathLike[str] | None) -> Predictor:
-    from .graph_predictor import load_predictor  # PyTorch and PyG load here
+    from gnnperf.graph_predictor import load_predictor  # PyTorch and PyG load here
 
     return load_predictor(checkpoint)
 

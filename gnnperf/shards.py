@@ -32,8 +32,8 @@ from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
-from .atomic import write_bytes
-from .errors import DatasetError
+from gnnperf.atomic import write_bytes
+from gnnperf.errors import DatasetError
 
 SCHEMA_VERSION = 1
 SHARD_GLOB = "*.jsonl.gz"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .errors import TrainingConfigError
+from gnnperf.errors import TrainingConfigError
 
 #: ``python train.py`` must end within 20 minutes on the 2-core machines, a first run's
 #: reading of the dataset (processing it into the PyG cache: ~5 min at 3,965 records)

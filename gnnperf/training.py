@@ -29,17 +29,23 @@ from torch_geometric.loader import DataLoader
 from torch_geometric.utils import scatter
 from tqdm import tqdm
 
-from .atomic import atomic_path, write_text
-from .build_config import BuildConfig
-from .data import FeatureScaler, LatencyDataset, calibration_mask, feature_names, split_indices
-from .errors import CheckpointError, GnnperfError, one_line
-from .hardware import FEATURE_NAMES as HW_FEATURE_NAMES
-from .hardware import ISA_LEVELS, host_of
-from .kernel_model import KernelCostModel, kernel_feature_names, load_kernel_model
-from .metrics import breakdown, conformal_quantile, metrics
-from .model import EnsembleGNN, LatencyGNN, ModelConfig, attach_kernel_outputs
-from .seeding import seed_everything
-from .train_config import TrainConfig
+from gnnperf.atomic import atomic_path, write_text
+from gnnperf.build_config import BuildConfig
+from gnnperf.data import (
+    FeatureScaler,
+    LatencyDataset,
+    calibration_mask,
+    feature_names,
+    split_indices,
+)
+from gnnperf.errors import CheckpointError, GnnperfError, one_line
+from gnnperf.hardware import FEATURE_NAMES as HW_FEATURE_NAMES
+from gnnperf.hardware import ISA_LEVELS, host_of
+from gnnperf.kernel_model import KernelCostModel, kernel_feature_names, load_kernel_model
+from gnnperf.metrics import breakdown, conformal_quantile, metrics
+from gnnperf.model import EnsembleGNN, LatencyGNN, ModelConfig, attach_kernel_outputs
+from gnnperf.seeding import seed_everything
+from gnnperf.train_config import TrainConfig
 
 #: Version of the checkpoint layout (2: an ensemble of members).
 CHECKPOINT_FORMAT = 2

@@ -21,15 +21,15 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from .build_config import BuildConfig
-from .collect import Collector, CollectSummary, done_keys
-from .cpu_identity import signature_of_hw
-from .dataset_folder import DatasetFolder
-from .errors import DatasetError, HardwareError
-from .hardware import HardwareSpec
-from .kernel_dataset import tuned_databases
-from .measure import MeasureSettings
-from .shards import is_probed, is_v2, latest_records
+from gnnperf.build_config import BuildConfig
+from gnnperf.collect import Collector, CollectSummary, done_keys
+from gnnperf.cpu_identity import signature_of_hw
+from gnnperf.dataset_folder import DatasetFolder
+from gnnperf.errors import DatasetError, HardwareError
+from gnnperf.hardware import HardwareSpec
+from gnnperf.kernel_dataset import tuned_databases
+from gnnperf.measure import MeasureSettings
+from gnnperf.shards import is_probed, is_v2, latest_records
 
 
 def choose_records(records: list[dict[str, Any]], count: int, *, seed: int = 0,

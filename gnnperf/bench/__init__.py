@@ -33,17 +33,17 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from ..atomic import write_text
-from ..calibration.prior import PRIOR_FILE
-from ..data import LatencyDataset, dataset_stats
-from ..errors import GnnperfError
-from ..hardware import HardwareSpec
-from .config import QUICK, BenchConfig, BudgetRule
-from .methods import BASELINES, GNN_VARIANTS, LEARNED_ADDITIVE, run_split
-from .plots import plot_split
-from .report import View, markdown, split_views, summarise, targets, unseen_cpu_prior
-from .results import ResultStore, SplitResult, added_in_commit, commit_paths
-from .splits import SPLIT_KINDS, SplitRun, plan_runs
+from gnnperf.atomic import write_text
+from gnnperf.bench.config import QUICK, BenchConfig, BudgetRule
+from gnnperf.bench.methods import BASELINES, GNN_VARIANTS, LEARNED_ADDITIVE, run_split
+from gnnperf.bench.plots import plot_split
+from gnnperf.bench.report import View, markdown, split_views, summarise, targets, unseen_cpu_prior
+from gnnperf.bench.results import ResultStore, SplitResult, added_in_commit, commit_paths
+from gnnperf.bench.splits import SPLIT_KINDS, SplitRun, plan_runs
+from gnnperf.calibration.prior import PRIOR_FILE
+from gnnperf.data import LatencyDataset, dataset_stats
+from gnnperf.errors import GnnperfError
+from gnnperf.hardware import HardwareSpec
 
 __all__ = ["BASELINES", "GNN_VARIANTS", "LEARNED_ADDITIVE", "QUICK", "BenchConfig",
            "BudgetRule", "SplitRun", "run", "targets"]

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..plots import pyplot, save_figure
-from .methods import LEARNED_ADDITIVE
-from .report import View
+from gnnperf.bench.methods import LEARNED_ADDITIVE
+from gnnperf.bench.report import View
+from gnnperf.plots import pyplot, save_figure
 
 #: methods drawn in the scatter panel (the GNN, the oracle, the best learned additive)
 SCATTER = ("gnn", "measured_kernel_sum")

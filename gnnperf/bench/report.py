@@ -19,15 +19,15 @@ from typing import Any
 
 import numpy as np
 
-from ..calibration.prior import UnseenCpuPrior
-from ..calibration.store import MIN_MODELS, Calibration, CalibrationPoint
-from ..errors import GnnperfError
-from ..metrics import metrics
-from ..training import INTERVAL_COVERAGE, INTERVAL_Z
-from .config import BenchConfig
-from .methods import LEARNED_ADDITIVE
-from .results import MethodResult, SplitResult
-from .splits import SPLIT_KINDS, calibration_positions, record_build_threads
+from gnnperf.bench.config import BenchConfig
+from gnnperf.bench.methods import LEARNED_ADDITIVE
+from gnnperf.bench.results import MethodResult, SplitResult
+from gnnperf.bench.splits import SPLIT_KINDS, calibration_positions, record_build_threads
+from gnnperf.calibration.prior import UnseenCpuPrior
+from gnnperf.calibration.store import MIN_MODELS, Calibration, CalibrationPoint
+from gnnperf.errors import GnnperfError
+from gnnperf.metrics import metrics
+from gnnperf.training import INTERVAL_COVERAGE, INTERVAL_Z
 
 COLUMNS = ("mape", "rmspe", "acc5", "acc10", "spearman", "kendall", "coverage")
 

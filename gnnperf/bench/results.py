@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from ..atomic import write_text
-from .splits import SplitRun
+from gnnperf.atomic import write_text
+from gnnperf.bench.splits import SplitRun
 
 
 @dataclass

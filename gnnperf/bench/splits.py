@@ -9,12 +9,12 @@ from typing import Any
 import numpy as np
 from torch_geometric.data import Data
 
-from ..build_config import BuildConfig
-from ..calibration.selection import Candidate, spread_by_size
-from ..calibration.store import CALIBRATION_BUILDS, MAX_CALIBRATION_GFLOP
-from ..data import LatencyDataset, feature_names
-from ..hardware import host_of
-from .config import BenchConfig
+from gnnperf.bench.config import BenchConfig
+from gnnperf.build_config import BuildConfig
+from gnnperf.calibration.selection import Candidate, spread_by_size
+from gnnperf.calibration.store import CALIBRATION_BUILDS, MAX_CALIBRATION_GFLOP
+from gnnperf.data import LatencyDataset, feature_names
+from gnnperf.hardware import host_of
 
 #: report key → the :func:`gnnperf.data.split_indices` kind it runs
 SPLIT_KINDS = {"random": "random", "leave_family_out": "leave-family-out",

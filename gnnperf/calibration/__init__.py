@@ -25,14 +25,14 @@ Modules: :mod:`.store` (the correction, its fit and its storage: what prediction
 
 from __future__ import annotations
 
-from .prior import PRIOR_FILE, UnseenCpuPrior, load_prior
-from .store import (
-    Calibration,
-    CalibrationPoint,
-    checkpoint_sha256,
-    load_calibration,
-    remove_calibration,
-    save_calibration,
+from gnnperf.calibration.prior import PRIOR_FILE, UnseenCpuPrior, load_prior
+from gnnperf.calibration.store import (
+           Calibration,
+           CalibrationPoint,
+           checkpoint_sha256,
+           load_calibration,
+           remove_calibration,
+           save_calibration,
 )
 
 __all__ = ["PRIOR_FILE", "Calibration", "CalibrationPoint", "UnseenCpuPrior",

@@ -23,9 +23,9 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from ..atomic import write_text
-from ..errors import GnnperfError
-from .store import cell_of
+from gnnperf.atomic import write_text
+from gnnperf.calibration.store import cell_of
+from gnnperf.errors import GnnperfError
 
 #: a cell gets its own spread once this many held-out CPUs measured it; with fewer, one
 #: CPU's draw would set it, so the spread pooled over every cell is used instead

@@ -11,16 +11,10 @@ from pathlib import Path
 
 import onnx
 
-from .. import zoo
-from ..build_config import BuildConfig
-from ..errors import GnnperfError
-from ..features.tuned_candidates import graph_for_prediction
-from ..graph_predictor import Predictor, load_predictor
-from ..hardware import HardwareSpec
-from ..lowering import compile_lowered, export_executable, lower_onnx
-from ..measure import MeasureSettings, make_inputs, measure_library, reference_library
-from .selection import Candidate, spread_by_size
-from .store import (
+from gnnperf import zoo
+from gnnperf.build_config import BuildConfig
+from gnnperf.calibration.selection import Candidate, spread_by_size
+from gnnperf.calibration.store import (
     CALIBRATION_BUILDS,
     MAX_CALIBRATION_GFLOP,
     MIN_MODELS,
@@ -29,6 +23,12 @@ from .store import (
     checkpoint_sha256,
     save_calibration,
 )
+from gnnperf.errors import GnnperfError
+from gnnperf.features.tuned_candidates import graph_for_prediction
+from gnnperf.graph_predictor import Predictor, load_predictor
+from gnnperf.hardware import HardwareSpec
+from gnnperf.lowering import compile_lowered, export_executable, lower_onnx
+from gnnperf.measure import MeasureSettings, make_inputs, measure_library, reference_library
 
 #: how many zoo seeds of each family calibration chooses its models from
 CANDIDATE_SEEDS = 50

@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..errors import GnnperfError
+from gnnperf.errors import GnnperfError
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ..atomic import write_text
-from ..build_config import BuildConfig
-from ..errors import GnnperfError
-from ..hardware import _cache_dir
-from ..prediction_types import default_checkpoint
+from gnnperf.atomic import write_text
+from gnnperf.build_config import BuildConfig
+from gnnperf.errors import GnnperfError
+from gnnperf.hardware import _cache_dir
+from gnnperf.prediction_types import default_checkpoint
 
 #: calibrating on fewer models than this leaves the spread unknown
 MIN_MODELS = 2

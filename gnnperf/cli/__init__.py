@@ -15,8 +15,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from ..errors import GnnperfError, one_line
-from . import datasets, measuring, modelling
+from gnnperf.cli import datasets, measuring, modelling
+from gnnperf.errors import GnnperfError, one_line
 
 __all__ = ["build_parser", "main"]
 

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import GnnperfError, MeasurementError
+from gnnperf.errors import GnnperfError, MeasurementError
 
 
 def add_target_args(p: argparse.ArgumentParser, threads: bool = True) -> None:
@@ -43,8 +43,8 @@ def print_json(obj: Any) -> None:
 
 
 def lower_from_args(args: argparse.Namespace, threads: int | None, database: Any = None) -> Any:
-    from ..hardware import HardwareSpec
-    from ..lowering import lower_onnx
+    from gnnperf.hardware import HardwareSpec
+    from gnnperf.lowering import lower_onnx
 
     hw = HardwareSpec.local(args.isa, threads, measure=False)
     return hw, lower_onnx(args.model, hw, args.build, parse_input_shapes(args.input_shape),
@@ -53,9 +53,9 @@ def lower_from_args(args: argparse.Namespace, threads: int | None, database: Any
 
 def tuned_schedules(args: argparse.Namespace) -> Any:
     """The measured schedules of this machine's hardware config, for a ``tuned`` build."""
-    from ..build_config import BuildConfig
-    from ..hardware import HardwareSpec
-    from ..kernel_dataset import tuned_database
+    from gnnperf.build_config import BuildConfig
+    from gnnperf.hardware import HardwareSpec
+    from gnnperf.kernel_dataset import tuned_database
 
     if BuildConfig.parse(args.build).kind != "tuned":
         return None
@@ -77,7 +77,7 @@ def parse_families(text: str, real_architectures: bool = False) -> list[str]:
     """A comma-separated family list; ``all`` is every generated family, and the ``hf-*``
     real architectures too when ``real_architectures``; ``corpus`` is every ``tf-*``
     architecture, the smallest rung of every model type first."""
-    from .. import zoo
+    from gnnperf import zoo
 
     families = [f.strip() for f in text.split(",") if f.strip()]
     if "corpus" in families:

@@ -6,12 +6,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .common import add_max_slowdown, print_json, slowdown_override
+from gnnperf.cli.common import add_max_slowdown, print_json, slowdown_override
 
 
 def cmd_dataset_stats(args: argparse.Namespace) -> int:
-    from ..data import dataset_stats
-    from ..kernel_dataset import kernel_stats
+    from gnnperf.data import dataset_stats
+    from gnnperf.kernel_dataset import kernel_stats
 
     stats = {**dataset_stats(args.root), **kernel_stats(args.root)}
     if args.json:
@@ -52,18 +52,18 @@ def cmd_dataset_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_dataset_remeasure(args: argparse.Namespace) -> int:
-    from ..data import default_root
-    from ..measure import MeasureSettings
+    from gnnperf.data import default_root
+    from gnnperf.measure import MeasureSettings
 
     root = args.root or default_root()
     settings = MeasureSettings.waiting_at_most(args.quiet_timeout, **slowdown_override(args))
     if args.kernels:
-        from ..kernel_dataset import remeasure_kernels
+        from gnnperf.kernel_dataset import remeasure_kernels
 
         summary = remeasure_kernels(root, args.count, seed=args.seed,
                                     min_age_s=args.min_age_minutes * 60, settings=settings)
     else:
-        from ..whole_model_noise import remeasure
+        from gnnperf.whole_model_noise import remeasure
 
         summary = remeasure(root, args.count, seed=args.seed,
                             min_age_s=args.min_age_minutes * 60, settings=settings)
@@ -72,7 +72,7 @@ def cmd_dataset_remeasure(args: argparse.Namespace) -> int:
 
 
 def cmd_dataset_traces(args: argparse.Namespace) -> int:
-    from ..graph_traces import add_graph_traces
+    from gnnperf.graph_traces import add_graph_traces
 
     summary = add_graph_traces(args.root, limit=args.limit)
     print(summary.line())
@@ -80,7 +80,7 @@ def cmd_dataset_traces(args: argparse.Namespace) -> int:
 
 
 def cmd_dataset_export_db(args: argparse.Namespace) -> int:
-    from ..kernel_dataset import export_database
+    from gnnperf.kernel_dataset import export_database
 
     out = export_database(args.root, args.hw_id, args.out)
     print(f"MetaSchedule JSONDatabase of {args.hw_id} in {out} (apply it with "
@@ -89,14 +89,14 @@ def cmd_dataset_export_db(args: argparse.Namespace) -> int:
 
 
 def cmd_dataset_pack(args: argparse.Namespace) -> int:
-    from ..data.pack import pack
+    from gnnperf.data.pack import pack
 
     print(pack(args.root, args.out).line())
     return 0
 
 
 def cmd_dataset_unpack(args: argparse.Namespace) -> int:
-    from ..data.pack import unpack
+    from gnnperf.data.pack import unpack
 
     print(f"the pack is now {args.root or 'the shipped dataset'}'s processed cache: "
           f"{unpack(args.pack, args.root)}")

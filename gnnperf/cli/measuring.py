@@ -7,8 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..errors import GnnperfError
-from .common import (
+from gnnperf.cli.common import (
     add_max_slowdown,
     add_target_args,
     lower_from_args,
@@ -17,10 +16,11 @@ from .common import (
     slowdown_override,
     tuned_schedules,
 )
+from gnnperf.errors import GnnperfError
 
 
 def cmd_graph(args: argparse.Namespace) -> int:
-    from ..features import extract_graph
+    from gnnperf.features import extract_graph
 
     hw, lowered = lower_from_args(args, None)
     graph = extract_graph(lowered, ms_features=not args.no_ms_features)
@@ -52,9 +52,9 @@ def cmd_graph(args: argparse.Namespace) -> int:
 def cmd_measure(args: argparse.Namespace) -> int:
     import tempfile
 
-    from ..features import extract_graph
-    from ..lowering import compile_lowered, export_executable, export_kernel_library
-    from ..measure import (
+    from gnnperf.features import extract_graph
+    from gnnperf.lowering import compile_lowered, export_executable, export_kernel_library
+    from gnnperf.measure import (
         MeasureSettings,
         make_inputs,
         measure_library,
@@ -109,9 +109,9 @@ def cmd_measure(args: argparse.Namespace) -> int:
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
-    from ..collect import collect, parse_hw_list
-    from ..hardware import HardwareSpec
-    from ..measure import MeasureSettings
+    from gnnperf.collect import collect, parse_hw_list
+    from gnnperf.hardware import HardwareSpec
+    from gnnperf.measure import MeasureSettings
 
     families = parse_families(args.families)
     settings = MeasureSettings.waiting_at_most(
@@ -132,9 +132,9 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
 
 def cmd_collect_kernels(args: argparse.Namespace) -> int:
-    from ..collect import interleaved_specs, parse_hw_list
-    from ..kernel_dataset import collect_kernels
-    from ..measure import MeasureSettings
+    from gnnperf.collect import interleaved_specs, parse_hw_list
+    from gnnperf.kernel_dataset import collect_kernels
+    from gnnperf.measure import MeasureSettings
 
     settings = MeasureSettings.waiting_at_most(
         args.quiet_timeout, kernel_repeat=args.repeat, **slowdown_override(args))
@@ -149,7 +149,7 @@ def cmd_collect_kernels(args: argparse.Namespace) -> int:
 
 
 def cmd_hw(args: argparse.Namespace) -> int:
-    from ..hardware import HardwareSpec, supported_isas
+    from gnnperf.hardware import HardwareSpec, supported_isas
 
     if args.list:
         print(" ".join(supported_isas()))
@@ -158,7 +158,7 @@ def cmd_hw(args: argparse.Namespace) -> int:
     if not args.no_reference:
         from dataclasses import replace
 
-        from ..measure import measure_reference, reference_library
+        from gnnperf.measure import measure_reference, reference_library
 
         timed = measure_reference(reference_library(spec), spec.threads)
         spec = replace(spec, reference_ms={k: v["median_ms"] for k, v in timed.items()})
@@ -196,8 +196,8 @@ def register_measure(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from ..calibration import checkpoint_sha256, load_calibration, remove_calibration
-    from ..hardware import HardwareSpec
+    from gnnperf.calibration import checkpoint_sha256, load_calibration, remove_calibration
+    from gnnperf.hardware import HardwareSpec
 
     spec = HardwareSpec.coerce(args.hw)
     sha = checkpoint_sha256(args.checkpoint)
@@ -213,8 +213,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         else:
             print(stored.line() if stored else f"{spec.cpu_id}: not calibrated (0 shots)")
         return 0
-    from ..calibration.run import calibrate
-    from ..measure import MeasureSettings
+    from gnnperf.calibration.run import calibrate
+    from gnnperf.measure import MeasureSettings
 
     settings = MeasureSettings.waiting_at_most(args.quiet_timeout, repeat=args.repeat,
                                                **slowdown_override(args))

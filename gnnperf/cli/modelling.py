@@ -9,18 +9,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..errors import GnnperfError
-from .common import parse_input_shapes, print_json
+from gnnperf.cli.common import parse_input_shapes, print_json
+from gnnperf.errors import GnnperfError
 
 
 def cmd_train(args: argparse.Namespace) -> int:
     import dataclasses
     import time
 
-    from ..data import LatencyDataset
-    from ..predictor import DEFAULT_CHECKPOINT
-    from ..train_config import training_minutes
-    from ..training import TrainConfig, save_checkpoint, train_model
+    from gnnperf.data import LatencyDataset
+    from gnnperf.predictor import DEFAULT_CHECKPOINT
+    from gnnperf.train_config import training_minutes
+    from gnnperf.training import TrainConfig, save_checkpoint, train_model
 
     start = time.monotonic()
     if not args.total_minutes > 0:  # before anything is read or trained
@@ -67,7 +67,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_predict(args: argparse.Namespace) -> int:
     import warnings
 
-    from ..predictor import predict
+    from gnnperf.predictor import predict
 
     with warnings.catch_warnings(record=True):
         warnings.simplefilter("always")
@@ -102,8 +102,8 @@ def cmd_rank(args: argparse.Namespace) -> int:
     import io
     import warnings
 
-    from ..atomic import write_text
-    from ..predictor import predict_many
+    from gnnperf.atomic import write_text
+    from gnnperf.predictor import predict_many
 
     models: list[Path] = []
     for item in args.models:
@@ -140,14 +140,14 @@ def cmd_rank(args: argparse.Namespace) -> int:
               f"  {r['gflop']:>8.3f} GFLOP  {r['model']}")
     print(f"{len(rows)} models ranked: {args.out}")
     if args.plot:
-        from ..plots import plot_ranking
+        from gnnperf.plots import plot_ranking
 
         print(f"latency against GFLOPs: {plot_ranking(rows, args.plot)}")
     return 0
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from ..bench import QUICK, BenchConfig, run
+    from gnnperf.bench import QUICK, BenchConfig, run
 
     if args.out is None:
         args.out = Path("benchmarks/quick") if args.quick else Path("benchmarks")
@@ -178,7 +178,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def add_train_args(p: argparse.ArgumentParser) -> None:
-    from ..train_config import TOTAL_MINUTES, TrainConfig
+    from gnnperf.train_config import TOTAL_MINUTES, TrainConfig
 
     d = TrainConfig()
     p.add_argument("--root", type=Path, default=None, metavar="DIR",
@@ -236,7 +236,7 @@ def register_train(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_train_kernels(args: argparse.Namespace) -> int:
-    from ..kernel_model import (
+    from gnnperf.kernel_model import (
         KernelTrainConfig,
         load_kernel_table,
         save_kernel_model,

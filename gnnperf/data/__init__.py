@@ -18,19 +18,19 @@ fingerprint), :mod:`.splits` (which records train, validate and test), :mod:`.sc
 
 from __future__ import annotations
 
-from ..dataset_folder import DatasetFolder, default_root
-from .dataset import GRAPH_KINDS, LatencyDataset, existing_folder, fingerprint
-from .encoding import (
-    BUILD_FEATURE_NAMES,
-    build_feature_vector,
-    feature_names,
-    graph_to_data,
-    record_hardware,
-    record_to_data,
+from gnnperf.data.dataset import GRAPH_KINDS, LatencyDataset, existing_folder, fingerprint
+from gnnperf.data.encoding import (
+           BUILD_FEATURE_NAMES,
+           build_feature_vector,
+           feature_names,
+           graph_to_data,
+           record_hardware,
+           record_to_data,
 )
-from .scaling import FeatureScaler
-from .splits import SPLITS, calibration_mask, is_testable, split_group, split_indices
-from .stats import dataset_stats, noise_pairs
+from gnnperf.data.scaling import FeatureScaler
+from gnnperf.data.splits import SPLITS, calibration_mask, is_testable, split_group, split_indices
+from gnnperf.data.stats import dataset_stats, noise_pairs
+from gnnperf.dataset_folder import DatasetFolder, default_root
 
 __all__ = ["BUILD_FEATURE_NAMES", "GRAPH_KINDS", "SPLITS", "DatasetFolder", "FeatureScaler",
            "LatencyDataset", "build_feature_vector", "calibration_mask", "dataset_stats",

@@ -12,15 +12,15 @@ from typing import Any
 import torch
 from torch_geometric.data import InMemoryDataset
 
-from ..atomic import atomic_path
-from ..build_config import BuildConfig
-from ..dataset_folder import DatasetFolder
-from ..errors import DatasetError, one_line
-from ..features import KernelGraph
-from ..graph_traces import join_traces
-from ..kernel_model.dataset import tuned_candidates
-from ..shards import SCHEMA_VERSION, iter_lines, latest_records, shard_paths, structural_id
-from .encoding import feature_names, record_to_data
+from gnnperf.atomic import atomic_path
+from gnnperf.build_config import BuildConfig
+from gnnperf.data.encoding import feature_names, record_to_data
+from gnnperf.dataset_folder import DatasetFolder
+from gnnperf.errors import DatasetError, one_line
+from gnnperf.features import KernelGraph
+from gnnperf.graph_traces import join_traces
+from gnnperf.kernel_model.dataset import tuned_candidates
+from gnnperf.shards import SCHEMA_VERSION, iter_lines, latest_records, shard_paths, structural_id
 
 #: Bump when the fields of the encoded ``Data`` items change (invalidates processed caches).
 _DATA_LAYOUT = 8
@@ -72,9 +72,9 @@ def encoded_keys(root: str | os.PathLike[str] | DatasetFolder | None = None) -> 
 
 def _regenerate_onnx_graph(record: dict[str, Any]) -> dict[str, Any]:
     """Operator graph of a record collected before operator graphs were stored."""
-    from .. import zoo
-    from ..features import extract_onnx_graph
-    from ..onnx_import import load_onnx
+    from gnnperf import zoo
+    from gnnperf.features import extract_onnx_graph
+    from gnnperf.onnx_import import load_onnx
 
     spec = zoo.ModelSpec.from_dict(record["model"])
     return extract_onnx_graph(load_onnx(zoo.export_onnx(spec))).to_dict()

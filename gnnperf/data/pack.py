@@ -25,9 +25,9 @@ from typing import Any
 import torch
 from torch_geometric.data import Data
 
-from ..atomic import atomic_path, write_bytes
-from ..errors import DatasetError, one_line
-from .dataset import LatencyDataset, encoded_keys, existing_folder, fingerprint
+from gnnperf.atomic import atomic_path, write_bytes
+from gnnperf.data.dataset import LatencyDataset, encoded_keys, existing_folder, fingerprint
+from gnnperf.errors import DatasetError, one_line
 
 #: the float tables a pack stores once per distinct row
 DEDUPLICATED = ("x", "x_kernel", "x_candidates")

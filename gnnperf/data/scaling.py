@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 import torch
 from torch_geometric.data import Data
 
-from ..standardize import column_mean_std, standardize
+from gnnperf.standardize import column_mean_std, standardize
 
 
 class FeatureScaler:

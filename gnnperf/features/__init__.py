@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .encoding import (
+from gnnperf.features.encoding import (
     LOOP_KEYS,
     OP_CLASSES,
     PATTERN_NAMES,
@@ -35,8 +35,8 @@ from .encoding import (
     node_feature_vector,
     op_class,
 )
-from .graph import KernelGraph, KernelNode, dtype_bytes, ops_of, tensor_bytes
-from .vocabulary import ANALYSES, MS_FEATURE_DIM, OP_PATTERNS
+from gnnperf.features.graph import KernelGraph, KernelNode, dtype_bytes, ops_of, tensor_bytes
+from gnnperf.features.vocabulary import ANALYSES, MS_FEATURE_DIM, OP_PATTERNS
 
 #: the parts that need TVM load on first use: reading a graph needs no compiler
 _LAZY = {

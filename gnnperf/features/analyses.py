@@ -12,9 +12,9 @@ from typing import Any
 import tvm
 from tvm import tirx
 
-from ..builds import kernel_hash, tune_context
-from ..feature_cache import default_cache, target_key
-from .vocabulary import MS_FEATURE_DIM
+from gnnperf.builds import kernel_hash, tune_context
+from gnnperf.feature_cache import default_cache, target_key
+from gnnperf.features.vocabulary import MS_FEATURE_DIM
 
 
 def _blocks_and_loops(func: tirx.PrimFunc) -> list[tuple[Any, list[tirx.For]]]:

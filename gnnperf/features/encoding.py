@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 
-from .graph import KernelNode
-from .vocabulary import ANALYSES, MS_FEATURE_DIM, OP_PATTERNS
+from gnnperf.features.graph import KernelNode
+from gnnperf.features.vocabulary import ANALYSES, MS_FEATURE_DIM, OP_PATTERNS
 
 OP_CLASSES = ("conv", "matmul", "pool", "reduce", "softmax", "norm", "elementwise",
               "concat", "layout", "gather", "builtin", "other")

@@ -7,10 +7,10 @@ from typing import Any
 import tvm
 from tvm import relax, tirx
 
-from ..lowering import LoweredModel
-from .analyses import KernelStatics, kernel_statics
-from .graph import KernelGraph, KernelNode, ops_of, tensor_bytes
-from .vocabulary import OP_PATTERNS
+from gnnperf.features.analyses import KernelStatics, kernel_statics
+from gnnperf.features.graph import KernelGraph, KernelNode, ops_of, tensor_bytes
+from gnnperf.features.vocabulary import OP_PATTERNS
+from gnnperf.lowering import LoweredModel
 
 #: Builtins that do no tensor work: allocation, checks and liveness bookkeeping.
 BOOKKEEPING_BUILTINS = frozenset(

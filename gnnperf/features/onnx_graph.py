@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .graph import KernelGraph, KernelNode, tensor_bytes
+from gnnperf.features.graph import KernelGraph, KernelNode, tensor_bytes
 
 #: ONNX op types → names the kernel-graph encoding understands (see :func:`.encoding.op_class`).
 _ONNX_OPS = {

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..builds import TUNED_SCHEDULES, cached_sampled_schedule, kernel_hash
-from ..lowering import LoweredModel
-from .analyses import kernel_statics
-from .extract import extract_graph
-from .graph import KernelGraph
+from gnnperf.builds import TUNED_SCHEDULES, cached_sampled_schedule, kernel_hash
+from gnnperf.features.analyses import kernel_statics
+from gnnperf.features.extract import extract_graph
+from gnnperf.features.graph import KernelGraph
+from gnnperf.lowering import LoweredModel
 
 
 def kernel_candidates(func: Any, target: Any, schedules: int = TUNED_SCHEDULES

@@ -21,17 +21,17 @@ in crash-safe shards under ``DIR/kernels``. :func:`export_database` writes a
 
 from __future__ import annotations
 
-from .collector import KernelCollector, collect_kernels
-from .database import (
-    export_database,
-    kernel_noise_floor_by_cpu,
-    kernel_records,
-    kernel_stats,
-    tuned_database,
-    tuned_databases,
+from gnnperf.kernel_dataset.collector import KernelCollector, collect_kernels
+from gnnperf.kernel_dataset.database import (
+           export_database,
+           kernel_noise_floor_by_cpu,
+           kernel_records,
+           kernel_stats,
+           tuned_database,
+           tuned_databases,
 )
-from .noise import remeasure_kernels
-from .workloads import KernelWorkload, model_workloads
+from gnnperf.kernel_dataset.noise import remeasure_kernels
+from gnnperf.kernel_dataset.workloads import KernelWorkload, model_workloads
 
 __all__ = ["KernelCollector", "KernelWorkload", "collect_kernels", "export_database",
            "kernel_noise_floor_by_cpu", "kernel_records", "kernel_stats", "model_workloads",

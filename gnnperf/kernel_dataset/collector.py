@@ -23,22 +23,15 @@ from typing import Any, Literal, get_args
 import tvm
 from tqdm import tqdm
 
-from .. import zoo
-from ..builds import TUNED_SCHEDULES
-from ..collect import Collector, CollectSummary, package_versions
-from ..dataset_folder import DatasetFolder
-from ..errors import GnnperfError, one_line
-from ..hardware import HardwareSpec
-from ..lowering import lower
-from ..measure import MeasureSettings, WorkerPool, wait_for_quiet
-from ..measure.local import FuncBatch, time_funcs
-from ..measure.reference import reference_library
-from ..measure.results import FuncTiming
-from ..onnx_import import import_to_relax, load_onnx
-from ..shards import ShardWriter, iter_lines
-from .database import tuned_databases
-from .ordering import cheapest_tuned_first, family_workloads, tuned_cost
-from .workloads import (
+from gnnperf import zoo
+from gnnperf.builds import TUNED_SCHEDULES
+from gnnperf.collect import Collector, CollectSummary, package_versions
+from gnnperf.dataset_folder import DatasetFolder
+from gnnperf.errors import GnnperfError, one_line
+from gnnperf.hardware import HardwareSpec
+from gnnperf.kernel_dataset.database import tuned_databases
+from gnnperf.kernel_dataset.ordering import cheapest_tuned_first, family_workloads, tuned_cost
+from gnnperf.kernel_dataset.workloads import (
     NOT_EXECUTED,
     Candidate,
     CandidateCompile,
@@ -47,6 +40,13 @@ from .workloads import (
     capture_inputs,
     model_workloads,
 )
+from gnnperf.lowering import lower
+from gnnperf.measure import MeasureSettings, WorkerPool, wait_for_quiet
+from gnnperf.measure.local import FuncBatch, time_funcs
+from gnnperf.measure.reference import reference_library
+from gnnperf.measure.results import FuncTiming
+from gnnperf.onnx_import import import_to_relax, load_onnx
+from gnnperf.shards import ShardWriter, iter_lines
 
 #: schedules drawn per workload (MetaSchedule's design space, seeds 0..S-1)
 DEFAULT_SCHEDULES = TUNED_SCHEDULES
@@ -422,13 +422,13 @@ class KernelCollector:
 
 
 def _features(cand: Candidate, target: tvm.target.Target) -> dict[str, Any]:
-    from ..features import kernel_statics
+    from gnnperf.features import kernel_statics
 
     return kernel_statics(cand.func, target).candidate_features()
 
 
 def _gflop(w: KernelWorkload, target: tvm.target.Target) -> float:
-    from ..features import kernel_statics
+    from gnnperf.features import kernel_statics
 
     return kernel_statics(w.func, target, ms_features=False).flops / 1e9
 

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..cpu_identity import signature_of_hw
-from ..dataset_folder import DatasetFolder
-from ..errors import DatasetError
-from ..measure.reference import aa_floor
-from ..shards import iter_lines
-from .workloads import NOT_EXECUTED
+from gnnperf.cpu_identity import signature_of_hw
+from gnnperf.dataset_folder import DatasetFolder
+from gnnperf.errors import DatasetError
+from gnnperf.kernel_dataset.workloads import NOT_EXECUTED
+from gnnperf.measure.reference import aa_floor
+from gnnperf.shards import iter_lines
 
 
 def _kernels_folder(root: str | os.PathLike[str] | DatasetFolder | None) -> Path:

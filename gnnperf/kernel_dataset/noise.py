@@ -19,20 +19,20 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from .. import zoo
-from ..collect import CollectSummary
-from ..cpu_identity import signature_of_hw
-from ..dataset_folder import DatasetFolder
-from ..errors import one_line
-from ..hardware import HardwareSpec
-from ..lowering import lower
-from ..measure import MeasureSettings, WorkerPool
-from ..measure.local import time_funcs
-from ..measure.reference import reference_library
-from ..onnx_import import import_to_relax, load_onnx
-from ..shards import ShardWriter, iter_lines
-from .database import kernel_records
-from .workloads import Candidate, capture_inputs, compile_candidates
+from gnnperf import zoo
+from gnnperf.collect import CollectSummary
+from gnnperf.cpu_identity import signature_of_hw
+from gnnperf.dataset_folder import DatasetFolder
+from gnnperf.errors import one_line
+from gnnperf.hardware import HardwareSpec
+from gnnperf.kernel_dataset.database import kernel_records
+from gnnperf.kernel_dataset.workloads import Candidate, capture_inputs, compile_candidates
+from gnnperf.lowering import lower
+from gnnperf.measure import MeasureSettings, WorkerPool
+from gnnperf.measure.local import time_funcs
+from gnnperf.measure.reference import reference_library
+from gnnperf.onnx_import import import_to_relax, load_onnx
+from gnnperf.shards import ShardWriter, iter_lines
 
 
 def _candidates(recs: list[dict[str, Any]], workload_json: Any) -> list[Candidate]:

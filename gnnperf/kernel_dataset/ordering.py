@@ -21,8 +21,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import median
 
-from .. import zoo
-from ..collect import record_key
+from gnnperf import zoo
+from gnnperf.collect import record_key
 
 
 @dataclass(frozen=True)

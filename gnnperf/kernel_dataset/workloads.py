@@ -10,12 +10,12 @@ from typing import Any
 import tvm
 from tvm import tirx
 
-from ..builds import kernel_hash, sample_traced_schedule
-from ..errors import GnnperfError
-from ..lowering import LoweredModel, compile_lowered, export_executable
-from ..measure import MeasureSettings, MeasureWorker, make_inputs
-from ..measure.local import capture_kernel_inputs
-from ..zoo import ModelSpec
+from gnnperf.builds import kernel_hash, sample_traced_schedule
+from gnnperf.errors import GnnperfError
+from gnnperf.lowering import LoweredModel, compile_lowered, export_executable
+from gnnperf.measure import MeasureSettings, MeasureWorker, make_inputs
+from gnnperf.measure.local import capture_kernel_inputs
+from gnnperf.zoo import ModelSpec
 
 #: the stage of a workload that its model never runs as a kernel (not a failure)
 NOT_EXECUTED = "not-executed"

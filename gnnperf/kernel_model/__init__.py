@@ -8,7 +8,7 @@ kernel shards as a feature table), :mod:`.model` (the network and its two heads)
 
 from __future__ import annotations
 
-from .dataset import (
+from gnnperf.kernel_model.dataset import (
     KernelTable,
     candidate_rows,
     group_split,
@@ -18,8 +18,8 @@ from .dataset import (
     tuned_candidates,
     workloads_of_models,
 )
-from .model import KernelCostModel, KernelModelConfig
-from .training import (
+from gnnperf.kernel_model.model import KernelCostModel, KernelModelConfig
+from gnnperf.kernel_model.training import (
     KernelTrainConfig,
     KernelTrainResult,
     evaluate,

@@ -31,24 +31,24 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..atomic import write_bytes
-from ..dataset_folder import DatasetFolder
-from ..errors import DatasetError
-from ..feature_cache import code_version
-from ..features import (
+from gnnperf.atomic import write_bytes
+from gnnperf.dataset_folder import DatasetFolder
+from gnnperf.errors import DatasetError
+from gnnperf.feature_cache import code_version
+from gnnperf.features import (
     KernelNode,
     node_feature_names,
     node_feature_vector,
     ops_of,
     tensor_bytes,
 )
-from ..features.schedule import SCHEDULE_FEATURE_NAMES, schedule_feature_vector
-from ..hardware import FEATURE_NAMES as HW_FEATURE_NAMES
-from ..hardware import HardwareSpec
-from ..shards import iter_lines, iter_shard, shard_paths
+from gnnperf.features.schedule import SCHEDULE_FEATURE_NAMES, schedule_feature_vector
+from gnnperf.hardware import FEATURE_NAMES as HW_FEATURE_NAMES
+from gnnperf.hardware import HardwareSpec
+from gnnperf.shards import iter_lines, iter_shard, shard_paths
 
 if TYPE_CHECKING:
-    from ..features.analyses import KernelStatics
+    from gnnperf.features.analyses import KernelStatics
 
 #: one stored record's analyses in this many is replayed to check the stored ones still hold
 VERIFY_EVERY = 64
@@ -142,14 +142,14 @@ def _ms_record(rec: dict[str, Any]) -> list[Any]:
 
 def _replayed_statics(rec: dict[str, Any], workload: Any) -> KernelStatics:
     """The analyses of a record's program, rebuilt by replaying its trace (~8 ms)."""
-    from ..features.analyses import kernel_statics  # TVM: only to build the table
+    from gnnperf.features.analyses import kernel_statics  # TVM: only to build the table
 
     return kernel_statics(*_scheduled(_ms_record(rec), workload))
 
 
 def _stored_statics(rec: dict[str, Any]) -> KernelStatics | None:
     """The analyses the collector stored with the record when it timed the program."""
-    from ..features.analyses import KernelStatics
+    from gnnperf.features.analyses import KernelStatics
 
     f = rec.get("features")
     if f is None:

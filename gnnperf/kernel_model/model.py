@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..standardize import standardize
+from gnnperf.standardize import standardize
 
 
 @dataclass

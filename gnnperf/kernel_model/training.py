@@ -23,14 +23,14 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..atomic import atomic_path
-from ..errors import CheckpointError, TrainingConfigError
-from ..hardware import host_of
-from ..metrics import metrics
-from ..seeding import seed_everything
-from ..standardize import column_mean_std
-from .dataset import KernelTable, group_split
-from .model import KernelCostModel, KernelModelConfig
+from gnnperf.atomic import atomic_path
+from gnnperf.errors import CheckpointError, TrainingConfigError
+from gnnperf.hardware import host_of
+from gnnperf.kernel_model.dataset import KernelTable, group_split
+from gnnperf.kernel_model.model import KernelCostModel, KernelModelConfig
+from gnnperf.metrics import metrics
+from gnnperf.seeding import seed_everything
+from gnnperf.standardize import column_mean_std
 
 CHECKPOINT_FORMAT = 3  # 2: the tuned offset of the best candidate; 3: clipped inputs
 #: formats this gnnperf reads (a format-2 model keeps its unclipped inputs)

@@ -33,7 +33,7 @@ Method (what every label in the dataset means):
 
 from __future__ import annotations
 
-from .guard import (
+from gnnperf.measure.guard import (
     LoadProbe,
     SpeedProbe,
     other_load,
@@ -41,12 +41,17 @@ from .guard import (
     wait_for_quiet,
     wait_for_quiet_host,
 )
-from .local import measure_library, measure_reference, with_reference_figures
-from .reference import REFERENCE_KERNELS, ReferenceSuite, reference_library
-from .remote import measure_remote, parse_rpc
-from .results import KernelTiming, LatencyStats, Measurement, MeasureSettings
-from .timing import capture_kernel_calls, make_inputs, time_kernel_calls, time_whole_model
-from .worker import MeasureWorker, WorkerPool
+from gnnperf.measure.local import measure_library, measure_reference, with_reference_figures
+from gnnperf.measure.reference import REFERENCE_KERNELS, ReferenceSuite, reference_library
+from gnnperf.measure.remote import measure_remote, parse_rpc
+from gnnperf.measure.results import KernelTiming, LatencyStats, Measurement, MeasureSettings
+from gnnperf.measure.timing import (
+    capture_kernel_calls,
+    make_inputs,
+    time_kernel_calls,
+    time_whole_model,
+)
+from gnnperf.measure.worker import MeasureWorker, WorkerPool
 
 __all__ = [
     "REFERENCE_KERNELS",

@@ -2,7 +2,7 @@
 
 import sys
 
-from .worker import worker_main
+from gnnperf.measure.worker import worker_main
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["--worker"]:

@@ -16,7 +16,7 @@ from typing import TypeVar
 import numpy as np
 import psutil
 
-from ..errors import MeasurementError
+from gnnperf.errors import MeasurementError
 
 T = TypeVar("T")
 

@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from .reference import ReferenceSuite
-from .timing import capture_kernel_calls
+from gnnperf.measure.reference import ReferenceSuite
+from gnnperf.measure.timing import capture_kernel_calls
 
 #: candidates timed between two rounds of the reference kernels
 CANDIDATES_PER_ROUND = 4

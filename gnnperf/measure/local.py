@@ -12,12 +12,18 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import MeasurementError
-from ..hardware import HardwareSpec, cached_figures
-from .guard import LoadProbe, wait_for_quiet
-from .reference import reference_library, summarise
-from .results import FuncTiming, KernelTiming, LatencyStats, Measurement, MeasureSettings
-from .worker import MeasureWorker
+from gnnperf.errors import MeasurementError
+from gnnperf.hardware import HardwareSpec, cached_figures
+from gnnperf.measure.guard import LoadProbe, wait_for_quiet
+from gnnperf.measure.reference import reference_library, summarise
+from gnnperf.measure.results import (
+    FuncTiming,
+    KernelTiming,
+    LatencyStats,
+    Measurement,
+    MeasureSettings,
+)
+from gnnperf.measure.worker import MeasureWorker
 
 # -- public entry points --------------------------------------------------------------------
 

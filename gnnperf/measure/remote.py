@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import MeasurementError, one_line
-from .results import KernelTiming, LatencyStats, Measurement, MeasureSettings
-from .timing import capture_kernel_calls, time_kernel_calls, time_whole_model
+from gnnperf.errors import MeasurementError, one_line
+from gnnperf.measure.results import KernelTiming, LatencyStats, Measurement, MeasureSettings
+from gnnperf.measure.timing import capture_kernel_calls, time_kernel_calls, time_whole_model
 
 # -- remote (TVM RPC tracker) ---------------------------------------------------------------
 

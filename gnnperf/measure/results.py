@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import MeasurementError
+from gnnperf.errors import MeasurementError
 
 
 @dataclass(frozen=True)

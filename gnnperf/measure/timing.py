@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from .results import LatencyStats
+from gnnperf.measure.results import LatencyStats
 
 
 def make_inputs(
@@ -71,7 +71,7 @@ def capture_kernel_calls(lib: Any, dev: Any, arrays: Sequence[np.ndarray]
     import tvm
     from tvm import relax
 
-    from ..features import BOOKKEEPING_BUILTINS
+    from gnnperf.features import BOOKKEEPING_BUILTINS
 
     vm = relax.VirtualMachine(lib, dev)
     calls: list[tuple[str, list[Any]]] = []

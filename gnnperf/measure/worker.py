@@ -20,11 +20,11 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from ..errors import MeasurementError, one_line
-from .guard import SpeedProbe, timed_on_quiet_host
-from .kernels import serve_capture, serve_time_funcs
-from .reference import ReferenceSuite
-from .timing import capture_kernel_calls, time_kernel_calls, time_whole_model
+from gnnperf.errors import MeasurementError, one_line
+from gnnperf.measure.guard import SpeedProbe, timed_on_quiet_host
+from gnnperf.measure.kernels import serve_capture, serve_time_funcs
+from gnnperf.measure.reference import ReferenceSuite
+from gnnperf.measure.timing import capture_kernel_calls, time_kernel_calls, time_whole_model
 
 _REPLY_PREFIX = "@@gnnperf-reply "
 T = TypeVar("T")

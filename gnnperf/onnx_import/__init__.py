@@ -20,7 +20,7 @@ from pathlib import Path
 import onnx
 from onnx import inliner
 
-from .checks import (
+from gnnperf.onnx_import.checks import (
     MAX_TENSOR_BYTES,
     check_tensor_sizes,
     check_weights,
@@ -29,9 +29,9 @@ from .checks import (
     run_checker,
     validate_structure,
 )
-from .folding import MAX_FOLD_ELEMENTS, MAX_FOLD_WEIGHT_ELEMENTS, fold_constants
-from .frontend import import_to_relax
-from .static_shapes import make_inputs_static, onnx_input_shapes
+from gnnperf.onnx_import.folding import MAX_FOLD_ELEMENTS, MAX_FOLD_WEIGHT_ELEMENTS, fold_constants
+from gnnperf.onnx_import.frontend import import_to_relax
+from gnnperf.onnx_import.static_shapes import make_inputs_static, onnx_input_shapes
 
 __all__ = ["MAX_FOLD_ELEMENTS", "MAX_FOLD_WEIGHT_ELEMENTS", "MAX_TENSOR_BYTES",
            "import_to_relax", "load_onnx", "onnx_input_shapes"]

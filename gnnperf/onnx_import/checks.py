@@ -10,9 +10,8 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from gnnperf.errors import ModelLoadError, one_line
-
-from .inference import inference_skeleton
-from .tensor_types import collect_types
+from gnnperf.onnx_import.inference import inference_skeleton
+from gnnperf.onnx_import.tensor_types import collect_types
 
 _PROTOBUF_LIMIT = (1 << 31) - 1
 # No tensor of a model may exceed this: larger ones are dimensions gone wrong, not models.

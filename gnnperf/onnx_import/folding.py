@@ -12,9 +12,14 @@ import onnx
 from onnx import helper, numpy_helper
 
 from gnnperf.errors import ShapeFoldingError, one_line
-
-from .inference import adopt_inferred_types, infer, inference_skeleton
-from .tensor_types import DEFAULT_DOMAINS, SHAPE_OPS, TypeInfo, collect_types, default_opset
+from gnnperf.onnx_import.inference import adopt_inferred_types, infer, inference_skeleton
+from gnnperf.onnx_import.tensor_types import (
+    DEFAULT_DOMAINS,
+    SHAPE_OPS,
+    TypeInfo,
+    collect_types,
+    default_opset,
+)
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,7 @@ from gnnperf.errors import (
     UnsupportedOpError,
     one_line,
 )
-
-from .tensor_types import SHAPE_OPS, default_opset
+from gnnperf.onnx_import.tensor_types import SHAPE_OPS, default_opset
 
 if TYPE_CHECKING:  # importing TVM costs seconds; only the annotations need it here
     import tvm

@@ -10,8 +10,7 @@ import onnx
 from onnx import helper
 
 from gnnperf.errors import DynamicShapeError, ModelLoadError
-
-from .tensor_types import Shape, TypeInfo, tensor_type_info
+from gnnperf.onnx_import.tensor_types import Shape, TypeInfo, tensor_type_info
 
 
 def onnx_input_shapes(model: onnx.ModelProto) -> dict[str, tuple[tuple[int, ...], str]]:

@@ -21,14 +21,14 @@ one module per family group (:mod:`.convnets`, :mod:`.depthwise_convnets`, :mod:
 
 from __future__ import annotations
 
-from .build import build_model
-from .corpus import corpus_order, source_family
-from .export import ONNX_OPSET, export_onnx, onnx_sha256
-from .flops import estimate_flops
-from .inputs import example_inputs
-from .registry import CORPUS, FAMILIES, REAL_ARCHITECTURES
-from .sampling import FLOP_MAX, FLOP_MIN, sample_spec, tiny_spec
-from .spec import ModelSpec
+from gnnperf.zoo.build import build_model
+from gnnperf.zoo.corpus import corpus_order, source_family
+from gnnperf.zoo.export import ONNX_OPSET, export_onnx, onnx_sha256
+from gnnperf.zoo.flops import estimate_flops
+from gnnperf.zoo.inputs import example_inputs
+from gnnperf.zoo.registry import CORPUS, FAMILIES, REAL_ARCHITECTURES
+from gnnperf.zoo.sampling import FLOP_MAX, FLOP_MIN, sample_spec, tiny_spec
+from gnnperf.zoo.spec import ModelSpec
 
 __all__ = [
     "CORPUS",

@@ -10,8 +10,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .layers import Mlp
-from .spec import Sampler, make_divisible, sample_batch, sample_classes
+from gnnperf.zoo.layers import Mlp
+from gnnperf.zoo.spec import Sampler, make_divisible, sample_batch, sample_classes
 
 
 class _Attention(nn.Module):

@@ -7,9 +7,9 @@ import warnings
 import torch
 from torch import nn
 
-from .inputs import example_inputs
-from .registry import GENERATED, construct
-from .spec import ModelSpec, stable_int
+from gnnperf.zoo.inputs import example_inputs
+from gnnperf.zoo.registry import GENERATED, construct
+from gnnperf.zoo.spec import ModelSpec, stable_int
 
 
 def build_model(spec: ModelSpec) -> nn.Module:

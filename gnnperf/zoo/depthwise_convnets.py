@@ -9,8 +9,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from .layers import Mlp, SqueezeExcite, activation, classifier_head, conv_bn
-from .spec import Sampler, make_divisible, sample_batch, sample_classes
+from gnnperf.zoo.layers import Mlp, SqueezeExcite, activation, classifier_head, conv_bn
+from gnnperf.zoo.spec import Sampler, make_divisible, sample_batch, sample_classes
 
 
 class _InvertedResidual(nn.Module):

@@ -10,10 +10,10 @@ from pathlib import Path
 import onnx
 import torch
 
-from ..atomic import write_bytes
-from .build import build_model
-from .inputs import example_inputs
-from .spec import ModelSpec
+from gnnperf.atomic import write_bytes
+from gnnperf.zoo.build import build_model
+from gnnperf.zoo.inputs import example_inputs
+from gnnperf.zoo.spec import ModelSpec
 
 ONNX_OPSET = 17
 

@@ -12,9 +12,9 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .inputs import make_inputs
-from .registry import construct, inputs_for
-from .spec import ModelSpec
+from gnnperf.zoo.inputs import make_inputs
+from gnnperf.zoo.registry import construct, inputs_for
+from gnnperf.zoo.spec import ModelSpec
 
 _aten = torch.ops.aten
 

@@ -8,8 +8,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..errors import ModelLoadError
-from .spec import Sampler
+from gnnperf.errors import ModelLoadError
+from gnnperf.zoo.spec import Sampler
 
 # (batch, resolution or sequence length) options per architecture, sized so one inference
 # stays measurable on a 2-core CPU: at most ~12 GFLOP (BERT/GPT-2 at 128 tokens would be 22).

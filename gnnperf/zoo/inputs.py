@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from .spec import InputSpec, ModelSpec, stable_int
+from gnnperf.zoo.spec import InputSpec, ModelSpec, stable_int
 
 _DTYPES = {"float32": torch.float32, "int64": torch.int64}
 

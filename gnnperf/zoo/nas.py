@@ -8,8 +8,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from .layers import Residual, classifier_head
-from .spec import Sampler, sample_batch
+from gnnperf.zoo.layers import Residual, classifier_head
+from gnnperf.zoo.spec import Sampler, sample_batch
 
 _NB201_OPS = ("none", "skip_connect", "nor_conv_1x1", "nor_conv_3x3", "avg_pool_3x3")
 # edge (to, from) order of the NAS-Bench-201 arch string

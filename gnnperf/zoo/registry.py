@@ -8,8 +8,8 @@ from typing import Any
 
 from torch import nn
 
-from ..errors import ModelLoadError
-from .attention import (
+from gnnperf.errors import ModelLoadError
+from gnnperf.zoo.attention import (
     build_bert,
     build_gpt,
     build_mixer,
@@ -19,7 +19,7 @@ from .attention import (
     sample_mixer,
     sample_vit,
 )
-from .convnets import (
+from gnnperf.zoo.convnets import (
     build_densenet,
     build_inception,
     build_regnet,
@@ -33,8 +33,8 @@ from .convnets import (
     sample_squeezenet,
     sample_vgg,
 )
-from .corpus import CATALOG, build_corpus, corpus_inputs
-from .depthwise_convnets import (
+from gnnperf.zoo.corpus import CATALOG, build_corpus, corpus_inputs
+from gnnperf.zoo.depthwise_convnets import (
     build_convnext,
     build_efficientnet,
     build_mobilenet,
@@ -42,9 +42,9 @@ from .depthwise_convnets import (
     sample_efficientnet,
     sample_mobilenet,
 )
-from .hf import HF_OPTIONS, HF_TEXT, build_hf
-from .nas import build_nb201, sample_nb201
-from .spec import InputSpec, Sampler
+from gnnperf.zoo.hf import HF_OPTIONS, HF_TEXT, build_hf
+from gnnperf.zoo.nas import build_nb201, sample_nb201
+from gnnperf.zoo.spec import InputSpec, Sampler
 
 _Sample = Callable[[Sampler, float], dict[str, Any]]
 _Build = Callable[[dict[str, Any]], nn.Module]

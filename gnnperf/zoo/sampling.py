@@ -8,11 +8,11 @@ from typing import Any
 
 import numpy as np
 
-from .corpus import CATALOG, sample_corpus
-from .flops import count_flops, estimate_flops
-from .hf import HF_OPTIONS, HF_TEXT, TINY_VOCAB, sample_hf
-from .registry import GENERATED, inputs_for, unknown_family
-from .spec import ModelSpec, Sampler, jsonable, stable_int
+from gnnperf.zoo.corpus import CATALOG, sample_corpus
+from gnnperf.zoo.flops import count_flops, estimate_flops
+from gnnperf.zoo.hf import HF_OPTIONS, HF_TEXT, TINY_VOCAB, sample_hf
+from gnnperf.zoo.registry import GENERATED, inputs_for, unknown_family
+from gnnperf.zoo.spec import ModelSpec, Sampler, jsonable, stable_int
 
 # FLOP window the generated families are confined to (multiply-adds x 2 of Conv/Linear/MatMul).
 FLOP_MIN = 200_000

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from ..errors import DatasetError
+from gnnperf.errors import DatasetError
 
 T = TypeVar("T")
 

@@ -2,9 +2,9 @@
 random weights, built offline. :mod:`.catalog` lists them, :mod:`.build` constructs them,
 :mod:`.spec` draws their input sizes."""
 
-from .build import build_corpus
-from .catalog import CATALOG, MODEL_TYPES, PREFIX, Architecture, corpus_order
-from .spec import corpus_inputs, sample_corpus, source_family
+from gnnperf.zoo.corpus.build import build_corpus
+from gnnperf.zoo.corpus.catalog import CATALOG, MODEL_TYPES, PREFIX, Architecture, corpus_order
+from gnnperf.zoo.corpus.spec import corpus_inputs, sample_corpus, source_family
 
 __all__ = [
     "CATALOG",

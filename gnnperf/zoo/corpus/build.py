@@ -9,8 +9,14 @@ from typing import Any
 import torch
 from torch import nn
 
-from ...errors import ModelLoadError
-from .catalog import CATALOG, SCALED_LADDER, TRANSFORMER_LADDER, Architecture, is_scaled
+from gnnperf.errors import ModelLoadError
+from gnnperf.zoo.corpus.catalog import (
+    CATALOG,
+    SCALED_LADDER,
+    TRANSFORMER_LADDER,
+    Architecture,
+    is_scaled,
+)
 
 _WIDTH = ("hidden_size", "d_model", "n_embd", "dim", "embed_dim")
 _LAYERS = ("num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers",

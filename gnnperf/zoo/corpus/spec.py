@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..spec import InputSpec
-from .catalog import CATALOG, SIZES
+from gnnperf.zoo.corpus.catalog import CATALOG, SIZES
+from gnnperf.zoo.spec import InputSpec
 
 #: feature channels of the log-mel and spectrogram encoders (their reference configs)
 _MEL_BINS = {"whisper": 80, "speech_to_text": 80, "audio-spectrogram-transformer": 128}
@@ -14,7 +14,7 @@ _MEL_BINS = {"whisper": 80, "speech_to_text": 80, "audio-spectrogram-transformer
 
 def sample_corpus(name: str, seed: int) -> dict[str, Any]:
     """Hyperparameters of model ``seed`` of architecture ``name``: batch and input size."""
-    from .build import vocab_of
+    from gnnperf.zoo.corpus.build import vocab_of
 
     arch = CATALOG[name]
     options = SIZES[arch.modality]
