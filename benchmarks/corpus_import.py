@@ -28,8 +28,8 @@ def check(name: str) -> dict[str, Any]:
     warnings.simplefilter("ignore")
     from gnnperf import zoo
     from gnnperf.errors import one_line
-    from gnnperf.lowering import compile_lowered, lower
-    from gnnperf.onnx_import import import_to_relax, load_onnx
+    from gnnperf.frontend import import_to_relax, load_onnx
+    from gnnperf.lowering.pipeline import compile_lowered, lower
 
     start = time.time()
     stage = "build"
@@ -57,8 +57,8 @@ def _preload() -> None:
     """Import the heavy modules once in the parent, so each forked check starts warm."""
     import transformers  # noqa: F401
 
-    import gnnperf.lowering  # noqa: F401
-    import gnnperf.onnx_import  # noqa: F401
+    import gnnperf.frontend  # noqa: F401
+    import gnnperf.lowering.pipeline  # noqa: F401
     import gnnperf.zoo  # noqa: F401
 
 

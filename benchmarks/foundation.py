@@ -22,10 +22,10 @@ from torch import nn
 
 from gnnperf.atomic import write_text
 from gnnperf.features import extract_graph
-from gnnperf.hardware import HardwareSpec
-from gnnperf.lowering import compile_lowered, export_executable, lower
+from gnnperf.frontend import import_to_relax, load_onnx
+from gnnperf.hardware.spec import HardwareSpec
+from gnnperf.lowering.pipeline import compile_lowered, export_executable, lower
 from gnnperf.measure import MeasureSettings, make_inputs, measure_library
-from gnnperf.onnx_import import import_to_relax, load_onnx
 
 
 class BasicBlock(nn.Module):

@@ -7,7 +7,7 @@ ways: by the tuned head (from the unscheduled kernel) and as the best of the wor
 sampled schedules' predicted times plus the fitted offset (what a ``tuned`` node reads).
 
 Methods:
-- ``kernel-model``: :mod:`gnnperf.kernel_model` as shipped (time + ranking + tuned losses);
+- ``kernel-model``: :mod:`gnnperf.estimators.kernel` as shipped (time + ranking + tuned losses);
 - ``no-schedule-features``: the same without the trace's decisions (``sched_*`` zeroed);
 - ``no-rank-loss``: the same with the pointwise loss only;
 - ``rank-weight-1``: the same with the ranking loss at weight 1 (the default before
@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from gnnperf.atomic import write_text
-from gnnperf.kernel_model import (
+from gnnperf.estimators.kernel import (
     KernelTable,
     KernelTrainConfig,
     group_split,

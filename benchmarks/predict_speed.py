@@ -48,11 +48,11 @@ from foundation import ResNet18  # noqa: E402
 
 from gnnperf import zoo  # noqa: E402
 from gnnperf.atomic import write_text  # noqa: E402
-from gnnperf.hardware import HardwareSpec  # noqa: E402
-from gnnperf.lowering import compile_lowered, export_executable, lower_onnx  # noqa: E402
+from gnnperf.hardware.spec import HardwareSpec  # noqa: E402
+from gnnperf.lowering.pipeline import compile_lowered, export_executable, lower_onnx  # noqa: E402
 from gnnperf.measure import MeasureSettings, make_inputs, measure_library  # noqa: E402
 from gnnperf.measure.local import with_reference_figures  # noqa: E402
-from gnnperf.predictor import lower_for_prediction, predict, predict_many  # noqa: E402
+from gnnperf.prediction.api import lower_for_prediction, predict, predict_many  # noqa: E402
 
 HW = "local/x86-64-v3/2t"
 BUILD = "sampled:0"
@@ -80,7 +80,7 @@ def _cold_seconds(onnx_path: Path, checkpoint: str | None) -> float:
 def _stages(onnx_path: Path, hw: HardwareSpec, checkpoint: str | None) -> dict[str, float]:
     """Seconds per stage of one prediction without the feature cache (median of 3)."""
     from gnnperf.features import extract_graph
-    from gnnperf.predictor import _predictor
+    from gnnperf.prediction.api import _predictor
 
     os.environ["GNNPERF_FEATURE_CACHE"] = "0"
     runs: list[dict[str, float]] = []
@@ -103,7 +103,7 @@ def _stages(onnx_path: Path, hw: HardwareSpec, checkpoint: str | None) -> dict[s
 def _nas_throughput(tmp: Path, family: str, n: int, checkpoint: str | None
                     ) -> dict[str, float | int | str]:
     """Candidates per second, end to end from ONNX files, cold and warm feature cache."""
-    from gnnperf.feature_cache import default_cache
+    from gnnperf.features.cache import default_cache
 
     def export(seeds: range, folder: Path) -> list[Path]:
         folder.mkdir()

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from gnnperf.atomic import write_text
-from gnnperf.hardware import HardwareSpec
-from gnnperf.lowering import compile_lowered, export_executable, lower_onnx
+from gnnperf.hardware.spec import HardwareSpec
+from gnnperf.lowering.pipeline import compile_lowered, export_executable, lower_onnx
 from gnnperf.measure import MeasureSettings, MeasureWorker, make_inputs, measure_library
 from gnnperf.measure.reference import machine_state, reference_library
 from gnnperf.zoo import ModelSpec, export_onnx

@@ -26,10 +26,10 @@ def _run(args: argparse.Namespace) -> None:
     from tvm import relax
 
     from gnnperf import zoo
-    from gnnperf.hardware import HardwareSpec
-    from gnnperf.lowering import compile_lowered, lower
+    from gnnperf.frontend import import_to_relax, load_onnx
+    from gnnperf.hardware.spec import HardwareSpec
+    from gnnperf.lowering.pipeline import compile_lowered, lower
     from gnnperf.measure import SpeedProbe, make_inputs
-    from gnnperf.onnx_import import import_to_relax, load_onnx
 
     threads = int(os.environ["TVM_NUM_THREADS"])
     spec = zoo.sample_spec(args.family, args.seed)
@@ -91,7 +91,7 @@ def main() -> None:
     if args.child:
         _run(args)
         return
-    from gnnperf.hardware import _cpu_model
+    from gnnperf.hardware.spec import _cpu_model
 
     print(f"CPU: {_cpu_model()}")
     if args.probe:

@@ -16,11 +16,11 @@ __version__ = "0.1.0"
 __all__ = ["HardwareSpec", "KernelGraph", "Prediction", "errors", "predict", "predict_many"]
 
 _LAZY = {
-    "HardwareSpec": ("gnnperf.hardware", "HardwareSpec"),
+    "HardwareSpec": ("gnnperf.hardware.spec", "HardwareSpec"),
     "KernelGraph": ("gnnperf.features", "KernelGraph"),
-    "Prediction": ("gnnperf.predictor", "Prediction"),
-    "predict": ("gnnperf.predictor", "predict"),
-    "predict_many": ("gnnperf.predictor", "predict_many"),
+    "Prediction": ("gnnperf.prediction.api", "Prediction"),
+    "predict": ("gnnperf.prediction.api", "predict"),
+    "predict_many": ("gnnperf.prediction.api", "predict_many"),
 }
 
 

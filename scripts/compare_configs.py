@@ -19,7 +19,7 @@ import json
 import numpy as np
 
 from gnnperf.data import LatencyDataset, split_indices
-from gnnperf.training import TrainConfig, train_model
+from gnnperf.estimators.gnn.training import TrainConfig, train_model
 
 Split = tuple[list[int], list[int], list[int]]
 

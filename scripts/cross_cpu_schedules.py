@@ -30,8 +30,8 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from gnnperf.atomic import write_text
-from gnnperf.cpu_identity import signature_of_hw
-from gnnperf.kernel_dataset import kernel_records
+from gnnperf.collect.kernels import kernel_records
+from gnnperf.hardware.cpu_identity import signature_of_hw
 
 
 def _times(root: Path | None) -> dict[tuple[str, str, str], dict[str, float]]:

@@ -22,9 +22,8 @@ from torch_geometric.loader import DataLoader
 
 from gnnperf.data import LatencyDataset, split_indices
 from gnnperf.errors import CheckpointError
-from gnnperf.model import EnsembleGNN
-from gnnperf.predictor import DEFAULT_CHECKPOINT
-from gnnperf.training import (
+from gnnperf.estimators.gnn.network import EnsembleGNN
+from gnnperf.estimators.gnn.training import (
     TrainConfig,
     error_breakdowns,
     load_checkpoint,
@@ -32,6 +31,7 @@ from gnnperf.training import (
     model_from_checkpoint,
     predict_loader,
 )
+from gnnperf.prediction.api import DEFAULT_CHECKPOINT
 
 
 def main() -> None:

@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from gnnperf.cpu_identity import signature_of_hw
 from gnnperf.data import default_root, noise_pairs
-from gnnperf.shards import is_probed
+from gnnperf.hardware.cpu_identity import signature_of_hw
+from gnnperf.store.shards import is_probed
 
 Pair = tuple[dict[str, Any], dict[str, Any]]
 DECADES = ((0.0, 0.1), (0.1, 1.0), (1.0, 10.0), (10.0, float("inf")))

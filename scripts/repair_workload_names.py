@@ -22,8 +22,8 @@ import json
 from typing import Any
 
 from gnnperf.atomic import write_bytes
-from gnnperf.dataset_folder import DatasetFolder
-from gnnperf.shards import iter_lines, iter_shard, shard_paths
+from gnnperf.store.folder import DatasetFolder
+from gnnperf.store.shards import iter_lines, iter_shard, shard_paths
 
 
 def replays(record: dict[str, Any], workload: Any) -> bool:

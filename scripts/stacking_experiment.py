@@ -28,11 +28,11 @@ from torch_geometric.data import Data
 from torch_geometric.loader import DataLoader
 
 from gnnperf.atomic import write_text
-from gnnperf.baselines import LearnedKernelModel
 from gnnperf.data import LatencyDataset, split_indices
-from gnnperf.hardware import FEATURE_NAMES as HW_FEATURE_NAMES
+from gnnperf.estimators.baselines import LearnedKernelModel
+from gnnperf.estimators.gnn.training import TrainConfig, predict_loader, train_model
+from gnnperf.hardware.spec import FEATURE_NAMES as HW_FEATURE_NAMES
 from gnnperf.metrics import breakdown, metrics
-from gnnperf.training import TrainConfig, predict_loader, train_model
 
 
 def _with_column(graph: Data, log_ms: np.ndarray) -> Data:

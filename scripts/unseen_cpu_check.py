@@ -28,16 +28,16 @@ from typing import Any
 import numpy as np
 from scipy.stats import spearmanr, theilslopes
 
-from gnnperf.build_config import BuildConfig
-from gnnperf.calibration.store import cell_of
+from gnnperf.calibrate.store import cell_of
 from gnnperf.data import record_hardware
 from gnnperf.errors import GnnperfError
+from gnnperf.estimators.gnn.predictor import Predictor
+from gnnperf.estimators.gnn.training import INTERVAL_Z
+from gnnperf.estimators.types import Prediction
 from gnnperf.features import KernelGraph
-from gnnperf.graph_predictor import Predictor
-from gnnperf.hardware import HardwareSpec, host_of
-from gnnperf.prediction_types import Prediction
-from gnnperf.shards import iter_lines, latest_records
-from gnnperf.training import INTERVAL_Z
+from gnnperf.hardware.spec import HardwareSpec, host_of
+from gnnperf.lowering.build_config import BuildConfig
+from gnnperf.store.shards import iter_lines, latest_records
 
 
 def _figures(y: np.ndarray, mu: np.ndarray, lo: np.ndarray, hi: np.ndarray,

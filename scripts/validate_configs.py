@@ -24,10 +24,10 @@ import numpy as np
 
 from gnnperf.bench.config import BenchConfig
 from gnnperf.bench.methods import split_kernel_model
-from gnnperf.build_config import BuildConfig
 from gnnperf.data import LatencyDataset, is_testable, split_indices
+from gnnperf.estimators.gnn.training import TrainConfig, train_model
+from gnnperf.lowering.build_config import BuildConfig
 from gnnperf.metrics import breakdown, metrics
-from gnnperf.training import TrainConfig, train_model
 
 
 def inner_split(ds: LatencyDataset, train: list[int], seed: int = 0

@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from gnnperf.calibration.store import cell_of
-from gnnperf.hardware import host_of
-from gnnperf.shards import iter_lines, latest_records
+from gnnperf.calibrate.store import cell_of
+from gnnperf.hardware.spec import host_of
+from gnnperf.store.shards import iter_lines, latest_records
 
 CLASSES = ("conv", "dwconv", "matmul", "reduce", "move")
 REDUCTIONS = {"layer_norm", "mean", "softmax", "max_pool2d", "avg_pool2d", "sum", "max"}

@@ -96,10 +96,10 @@ def corpus(folder: Path, good_model: Path, dataset: Path) -> list[BadInput]:
     import gnnperf
     from gnnperf.bench import QUICK
     from gnnperf.bench import run as bench_run
-    from gnnperf.collect import collect
+    from gnnperf.collect.models import collect
     from gnnperf.data import LatencyDataset, dataset_stats
     from gnnperf.features import extract_graph
-    from gnnperf.lowering import lower_onnx
+    from gnnperf.lowering.pipeline import lower_onnx
 
     folder.mkdir(parents=True, exist_ok=True)
     empty = folder / "empty.onnx"

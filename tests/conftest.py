@@ -144,7 +144,7 @@ KERNEL_HW = [("x86-64-v3", 1)]
 def kernel_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The kernel dataset of one tiny model: every workload, 3 schedule seeds, timed."""
     from gnnperf import zoo
-    from gnnperf.kernel_dataset import collect_kernels
+    from gnnperf.collect.kernels import collect_kernels
 
     root = tmp_path_factory.mktemp("kernels")
     summary = collect_kernels(root, [zoo.tiny_spec("mixer")], KERNEL_HW, schedules=3,

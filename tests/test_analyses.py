@@ -7,8 +7,8 @@ from tvm import s_tir, tirx
 
 from gnnperf import zoo
 from gnnperf.features.analyses import _blocks_and_loops
-from gnnperf.hardware import HardwareSpec
-from gnnperf.lowering import lower_onnx
+from gnnperf.hardware.spec import HardwareSpec
+from gnnperf.lowering.pipeline import lower_onnx
 
 
 def _described(pairs: list[tuple[s_tir.SBlock, list[tirx.For]]]) -> list[tuple[str, list[str]]]:

@@ -57,8 +57,8 @@ def test_no_public_name_is_also_a_submodule() -> None:
 def test_all_names_resolve_to_what_the_docs_say() -> None:
     from gnnperf import errors
     from gnnperf.features import KernelGraph
-    from gnnperf.hardware import HardwareSpec
-    from gnnperf.predictor import Prediction, predict, predict_many
+    from gnnperf.hardware.spec import HardwareSpec
+    from gnnperf.prediction.api import Prediction, predict, predict_many
 
     expected = {"HardwareSpec": HardwareSpec, "KernelGraph": KernelGraph,
                 "Prediction": Prediction, "errors": errors, "predict": predict,

@@ -13,7 +13,6 @@ import pytest
 import torch
 from torch_geometric.data import Data
 
-from gnnperf.baselines import LearnedKernelModel, Roofline, critical_path_ms, roofline_kernel_ms
 from gnnperf.bench import QUICK, SplitRun, run, targets
 from gnnperf.bench.methods import (
     conformal_interval,
@@ -37,8 +36,14 @@ from gnnperf.bench.results import (
 from gnnperf.bench.splits import calibration_positions, plan_runs
 from gnnperf.data import LatencyDataset, feature_names
 from gnnperf.errors import GnnperfError
-from gnnperf.hardware import HardwareSpec
-from gnnperf.training import INTERVAL_Z
+from gnnperf.estimators.baselines import (
+    LearnedKernelModel,
+    Roofline,
+    critical_path_ms,
+    roofline_kernel_ms,
+)
+from gnnperf.estimators.gnn.training import INTERVAL_Z
+from gnnperf.hardware.spec import HardwareSpec
 
 METHODS = {"gnn", "gnn_no_aux", "gnn_no_hw", "gnn_onnx_graph", "measured_kernel_sum",
            "learned_kernel_sum", "roofline", "critical_path"}

@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 
 from gnnperf import zoo
-from gnnperf.calibration import (
+from gnnperf.calibrate import (
     Calibration,
     CalibrationPoint,
     checkpoint_sha256,
     load_calibration,
     save_calibration,
 )
-from gnnperf.calibration.prior import PRIOR_FILE, UnseenCpuPrior, load_prior
+from gnnperf.calibrate.prior import PRIOR_FILE, UnseenCpuPrior, load_prior
 from gnnperf.errors import GnnperfError
 
 
@@ -64,7 +64,7 @@ def test_each_build_kind_and_thread_count_gets_its_own_factor() -> None:
 
 
 def test_calibration_models_spread_over_sizes_and_families() -> None:
-    from gnnperf.calibration.selection import Candidate, spread_by_size
+    from gnnperf.calibrate.selection import Candidate, spread_by_size
 
     # family a has every size from 1 to 9 MFLOP, family b the middle ones
     candidates = [Candidate(f"a{i}", "a", i / 1000) for i in range(1, 10)]
@@ -112,11 +112,11 @@ def test_the_unseen_cpu_prior_is_the_rms_cell_bias_over_held_out_cpus(tmp_path: 
 
 def test_predict_widens_an_uncalibrated_unseen_cpu_by_the_prior(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cnn_onnx: Path) -> None:
-    from gnnperf.graph_predictor import load_predictor
-    from gnnperf.hardware import HardwareSpec
-    from gnnperf.prediction_types import default_checkpoint
-    from gnnperf.predictor import predict
-    from gnnperf.training import INTERVAL_Z
+    from gnnperf.estimators.gnn.predictor import load_predictor
+    from gnnperf.estimators.gnn.training import INTERVAL_Z
+    from gnnperf.estimators.types import default_checkpoint
+    from gnnperf.hardware.spec import HardwareSpec
+    from gnnperf.prediction.api import predict
 
     monkeypatch.setenv("GNNPERF_CACHE_DIR", str(tmp_path / "cache"))
     folder = tmp_path / "checkpoint"
@@ -160,13 +160,13 @@ def test_predict_widens_an_uncalibrated_unseen_cpu_by_the_prior(
 def test_calibrate_measures_here_and_predict_applies_it_to_this_cpu_only(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    from gnnperf.calibration.run import calibrate
+    from gnnperf.calibrate.run import calibrate
     from gnnperf.cli import main
-    from gnnperf.graph_predictor import load_predictor
-    from gnnperf.hardware import HardwareSpec
+    from gnnperf.estimators.gnn.predictor import load_predictor
+    from gnnperf.estimators.gnn.training import INTERVAL_Z
+    from gnnperf.hardware.spec import HardwareSpec
     from gnnperf.measure import MeasureSettings
-    from gnnperf.predictor import predict
-    from gnnperf.training import INTERVAL_Z
+    from gnnperf.prediction.api import predict
 
     monkeypatch.setenv("GNNPERF_CACHE_DIR", str(tmp_path / "cache"))
     hw = HardwareSpec.from_id("local/x86-64-v3/2t")
@@ -237,7 +237,7 @@ def test_calibrate_measures_here_and_predict_applies_it_to_this_cpu_only(
     # a host whose speed probe never settles near its best (the Zen 3 guests: 1.4-2x)
     # tells calibrate how much slowdown to measure under, as it tells the collectors
     seen: dict[str, MeasureSettings] = {}
-    monkeypatch.setattr("gnnperf.calibration.run.calibrate",
+    monkeypatch.setattr("gnnperf.calibrate.run.calibrate",
                         lambda spec, **kw: seen.update(kw) or done)
     assert main(["calibrate", "--max-slowdown", "2.0", "--json"]) == 0
     assert seen["settings"].max_slowdown == 2.0

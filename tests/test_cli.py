@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from gnnperf.cli import main
-from gnnperf.hardware import available_cores
+from gnnperf.hardware.spec import available_cores
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -26,7 +26,7 @@ def test_graph_json_lists_the_executed_kernels(branchy_onnx: Path) -> None:
     data = json.loads(proc.stdout)
     import tvm
 
-    from gnnperf.lowering import compile_lowered, lower_onnx
+    from gnnperf.lowering.pipeline import compile_lowered, lower_onnx
     from gnnperf.measure import capture_kernel_calls, make_inputs
 
     lowered = lower_onnx(branchy_onnx, {"kind": "llvm", "mcpu": "x86-64-v3"}, "sampled:1")
@@ -153,7 +153,7 @@ def test_hw_command_prints_a_spec_predict_accepts(tmp_path: Path) -> None:
     assert spec["hw_id"] == "local/x86-64-v2/1t" and spec["peak_gflops"] > 0
     path = tmp_path / "hw.json"
     path.write_text(proc.stdout)
-    from gnnperf.hardware import HardwareSpec
+    from gnnperf.hardware.spec import HardwareSpec
 
     loaded = HardwareSpec.coerce(str(path))
     assert loaded.hw_id == "local/x86-64-v2/1t"

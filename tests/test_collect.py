@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from gnnperf.collect import done_keys, parse_hw_list
-from gnnperf.cpu_identity import signature_of_hw
+from gnnperf.collect.models import done_keys, parse_hw_list
 from gnnperf.data import split_group
 from gnnperf.errors import HardwareError
-from gnnperf.shards import (
+from gnnperf.hardware.cpu_identity import signature_of_hw
+from gnnperf.store.shards import (
     ShardWriter,
     checksum,
     content_id,
@@ -129,7 +129,7 @@ def test_shard_lines_are_verified_from_their_text_and_any_valid_json_is_read(
     import gzip
     import json
 
-    import gnnperf.shards as shards
+    import gnnperf.store.shards as shards
     from gnnperf.errors import DatasetError
 
     # a nested "crc" member sorts before the line's own
@@ -160,7 +160,7 @@ def test_hw_list_parsing() -> None:
 
 
 def test_rpc_collection_needs_the_boards_spec(tmp_path: Path) -> None:
-    from gnnperf.collect import Collector
+    from gnnperf.collect.models import Collector
 
     with pytest.raises(HardwareError, match="--rpc-hw"):
         Collector(tmp_path, [("x86-64-v3", 1)], ["default"], rpc="127.0.0.1:9190:board")
@@ -184,7 +184,7 @@ V2_STATE = {"gemm": {"median_ms": 1.0}, "stream": {"median_ms": 9.0},
 
 
 def test_noisy_uses_the_slowdown_limit_the_record_was_collected_under() -> None:
-    from gnnperf.collect import is_noisy
+    from gnnperf.collect.models import is_noisy
 
     rec = {"kind": "record", "key": "m|hw|b", "slowdown": 1.6, "other_load": 0.0,
            "whole": {"median_ms": 1.0, "cv": 0.02}, "reference": V2_STATE}
@@ -195,7 +195,7 @@ def test_noisy_uses_the_slowdown_limit_the_record_was_collected_under() -> None:
 
 def test_a_record_from_before_measurement_v2_is_redone() -> None:
     """No reference kernels beside the label: `--redo-noisy` measures it again under v2."""
-    from gnnperf.collect import is_noisy
+    from gnnperf.collect.models import is_noisy
 
     quiet = {"kind": "record", "key": "m|hw|b", "slowdown": 1.01, "other_load": 0.0,
              "whole": {"median_ms": 1.0, "cv": 0.02}}
@@ -270,7 +270,7 @@ def test_failures_are_retried_on_request_except_budget_skips(tmp_path: Path) -> 
 
 
 def test_a_run_where_everything_failed_is_reported_as_such() -> None:
-    from gnnperf.collect import CollectSummary
+    from gnnperf.collect.models import CollectSummary
 
     assert not CollectSummary(done=0, failed=4, failures=Counter(budget=4)).all_failed
     assert CollectSummary(done=0, failed=4, failures=Counter(budget=2, measure=2)).all_failed
@@ -286,7 +286,7 @@ def _legacy_record(root: Path, hw: dict[str, Any], hw_id: str = "local/x86-64-v3
 
 
 def _this_cpu_as_legacy() -> dict[str, Any]:
-    from gnnperf.hardware import HardwareSpec
+    from gnnperf.hardware.spec import HardwareSpec
 
     spec = HardwareSpec.local(measure=False)
     return {"cpu_model": spec.cpu_model, "cores": spec.cores, "l1d_kb": spec.l1d_kb,
@@ -296,8 +296,8 @@ def _this_cpu_as_legacy() -> dict[str, Any]:
 def test_hardware_ids_come_from_the_cpu_signature_and_never_mix_two_cpus(
         tmp_path: Path) -> None:
     from gnnperf import zoo
-    from gnnperf.collect import Collector
-    from gnnperf.hardware import HardwareSpec
+    from gnnperf.collect.models import Collector
+    from gnnperf.hardware.spec import HardwareSpec
     from gnnperf.measure import MeasureSettings
 
     quick = MeasureSettings.waiting_at_most(2)  # the load guard need not wait for a quiet CPU
@@ -325,7 +325,7 @@ def test_hardware_ids_come_from_the_cpu_signature_and_never_mix_two_cpus(
 
 
 def test_noise_is_only_remeasured_on_the_cpu_that_measured_the_records(tmp_path: Path) -> None:
-    from gnnperf.whole_model_noise import remeasure
+    from gnnperf.collect.noise import remeasure
 
     other = {**_this_cpu_as_legacy(), "l2_kb": _this_cpu_as_legacy()["l2_kb"] * 2 + 512}
     _legacy_record(tmp_path / "shards", other)  # same model name, another CPU
@@ -337,7 +337,7 @@ def test_remeasure_skips_records_younger_than_the_minimum_age(tmp_path: Path) ->
     """A/A pairs minutes apart share the host's state: too young records wait."""
     import time as clock
 
-    from gnnperf.whole_model_noise import remeasure
+    from gnnperf.collect.noise import remeasure
 
     with ShardWriter(tmp_path / "shards", "s") as writer:
         writer.append({"kind": "record", "key": "m|x/x86-64-v3/1t|default",
@@ -352,7 +352,7 @@ def test_remeasure_chooses_records_of_the_current_protocol() -> None:
     """A CPU type with legacy records from before measurement v2 (here the Zen 3 guests)
     gets its floor from v2 records while it has any: the A/A of session 15 drew 13 legacy
     records of 16 because it preferred probed records only."""
-    from gnnperf.whole_model_noise import choose_records
+    from gnnperf.collect.noise import choose_records
 
     old = 1.0  # created at the epoch: old enough for any minimum age
     legacy = [{"key": f"l{i}", "created_at": old, "slowdown": 1.0} for i in range(20)]

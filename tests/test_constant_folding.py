@@ -7,10 +7,10 @@ import tvm
 from tvm import relax
 
 from gnnperf import zoo
-from gnnperf.constant_folding import _CALL_TIR, fold_constant_calls, with_batched_folding
-from gnnperf.hardware import HardwareSpec
-from gnnperf.lowering import _as_target, _backend
-from gnnperf.onnx_import import import_to_relax, load_onnx
+from gnnperf.frontend import import_to_relax, load_onnx
+from gnnperf.hardware.spec import HardwareSpec
+from gnnperf.lowering.constant_folding import _CALL_TIR, fold_constant_calls, with_batched_folding
+from gnnperf.lowering.pipeline import _as_target, _backend
 
 
 def _legalized(family: str, batched: bool) -> tvm.IRModule:

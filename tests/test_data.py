@@ -23,7 +23,7 @@ from gnnperf.data import (
     split_indices,
 )
 from gnnperf.errors import DatasetError
-from gnnperf.shards import ShardWriter
+from gnnperf.store.shards import ShardWriter
 
 
 def test_items_carry_features_labels_and_ids(small_root: Path) -> None:
@@ -79,7 +79,7 @@ def test_splits_keep_models_together_and_val_off_test(small_root: Path) -> None:
     tr, va, te = split_indices(ds, "leave-family-out", holdout="mixer", val_frac=0.25)
     assert {ds[i].family for i in te} == {"mixer"}
     assert "mixer" not in {ds[i].family for i in tr + va}
-    from gnnperf.hardware import HardwareSpec
+    from gnnperf.hardware.spec import HardwareSpec
 
     # records' hardware ids name the CPU signature that measured them
     held = f"{HardwareSpec.local(measure=False).cpu_id}/x86-64-v3/2t"
@@ -239,7 +239,7 @@ def test_leave_cpu_out_holds_out_every_hardware_id_of_that_cpu() -> None:
 
 def test_v2_records_carry_their_machine_state_as_hardware_features(small_root: Path) -> None:
     from gnnperf.data import record_hardware
-    from gnnperf.shards import latest_records
+    from gnnperf.store.shards import latest_records
 
     ds = LatencyDataset(small_root)
     assert all(bool(d.v2) for d in ds)
@@ -285,7 +285,7 @@ def test_stats_and_noise_floor(small_root: Path, tmp_path: Path) -> None:
     assert stats["noise_floor_records"] == 3
     assert stats["noise_floor_mape"] is not None and stats["noise_floor_mape"] >= 0
     assert stats["noise_floor_by_build_threads"]
-    from gnnperf.hardware import HardwareSpec
+    from gnnperf.hardware.spec import HardwareSpec
 
     # floors and counts per CPU signature, whose id is also the machine part of the hw ids
     cpu = HardwareSpec.local(measure=False).cpu_id
@@ -384,7 +384,7 @@ def test_a_pack_becomes_the_cache_of_a_folder_with_the_same_records(
 
 
 def test_dataset_folder_spellings(tmp_path: Path) -> None:
-    from gnnperf.dataset_folder import DatasetFolder
+    from gnnperf.store.folder import DatasetFolder
 
     fresh = DatasetFolder.resolve(tmp_path / "new")
     assert fresh.root == tmp_path / "new" and fresh.shards == tmp_path / "new" / "shards"
@@ -420,8 +420,8 @@ def test_every_command_reads_the_folder_collect_wrote(
     assert main(["train", "--root", str(small_root), "--epochs", "2", "--patience", "2",
                  "--ensemble", "1", "--hidden", "16", "--layers", "1", "--total-minutes",
                  "0.5", "--out", str(tmp_path / "capped")]) == 0
-    from gnnperf.hardware import HardwareSpec
-    from gnnperf.train_config import TrainConfig
+    from gnnperf.estimators.gnn.config import TrainConfig
+    from gnnperf.hardware.spec import HardwareSpec
 
     default_cap = TrainConfig().max_minutes
     assert f"training capped at 1.0 min (not {default_cap:g})" in capsys.readouterr().out
@@ -437,7 +437,7 @@ def test_every_command_reads_the_folder_collect_wrote(
 
 
 def test_training_gets_what_reading_the_dataset_left_of_the_run_budget() -> None:
-    from gnnperf.train_config import FINISH_MINUTES, MIN_TRAINING_MINUTES, training_minutes
+    from gnnperf.estimators.gnn.config import FINISH_MINUTES, MIN_TRAINING_MINUTES, training_minutes
 
     assert training_minutes(16.0, 19.0, 0.1) == 16.0  # processed already: the full cap
     assert training_minutes(16.0, 19.0, 5.0) == pytest.approx(14.0 - FINISH_MINUTES)

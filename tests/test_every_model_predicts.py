@@ -17,15 +17,15 @@ import pytest
 import tvm
 
 from gnnperf import zoo
-from gnnperf.build_config import BuildConfig
-from gnnperf.builds import apply_build
 from gnnperf.cli import main
 from gnnperf.data import feature_names, graph_to_data
+from gnnperf.estimators.gnn.predictor import Predictor
 from gnnperf.features import KernelGraph, extract_graph
-from gnnperf.graph_predictor import Predictor
-from gnnperf.hardware import HardwareSpec
-from gnnperf.lowering import lower, lower_onnx
-from gnnperf.onnx_import import import_to_relax, load_onnx
+from gnnperf.frontend import import_to_relax, load_onnx
+from gnnperf.hardware.spec import HardwareSpec
+from gnnperf.lowering.build_config import BuildConfig
+from gnnperf.lowering.pipeline import lower, lower_onnx
+from gnnperf.lowering.schedules import apply_build
 
 BUILDS = ("default", "dlight", "sampled:0")
 HW = "local/x86-64-v3/2t"

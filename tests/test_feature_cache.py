@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from gnnperf import feature_cache, zoo
-from gnnperf.feature_cache import FeatureCache
-from gnnperf.hardware import HardwareSpec
-from gnnperf.predictor import lower_for_prediction, predict, predict_many
+from gnnperf import zoo
+from gnnperf.features import cache as feature_cache
+from gnnperf.features.cache import FeatureCache
+from gnnperf.hardware.spec import HardwareSpec
+from gnnperf.prediction.api import lower_for_prediction, predict, predict_many
 
 
 def _write_many(path: str, start: int) -> None:
@@ -112,7 +113,7 @@ def test_a_cached_schedule_replays_into_the_same_kernels(
     import tvm
 
     from gnnperf.features import extract_graph
-    from gnnperf.lowering import lower_onnx
+    from gnnperf.lowering.pipeline import lower_onnx
 
     monkeypatch.setenv("GNNPERF_CACHE_DIR", str(tmp_path))
     model = zoo.export_onnx(zoo.tiny_spec("mobilenet"))
@@ -136,7 +137,7 @@ def test_a_cached_schedule_replays_into_the_same_kernels(
 
 def test_a_new_process_lowers_in_a_second_interpreter_and_predicts_the_same(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A process without TVM lowers the model in ``python -m gnnperf.prediction_graphs``
+    """A process without TVM lowers the model in ``python -m gnnperf.prediction.graphs``
     while it loads the network: same graph, same prediction, and TVM never loads in it. A
     model that process cannot lower gives None (the caller lowers it and raises)."""
     import json
@@ -145,7 +146,7 @@ def test_a_new_process_lowers_in_a_second_interpreter_and_predicts_the_same(
 
     import onnx
 
-    from gnnperf.prediction_graphs import BackgroundLowering
+    from gnnperf.prediction.graphs import BackgroundLowering
 
     monkeypatch.setenv("GNNPERF_FEATURE_CACHE", "0")
     model = tmp_path / "m.onnx"

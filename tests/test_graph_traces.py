@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from gnnperf.cli import main
+from gnnperf.collect.graph_traces import add_graph_traces
 from gnnperf.data.dataset import _records_and_graphs
-from gnnperf.graph_traces import add_graph_traces
-from gnnperf.shards import ShardWriter, iter_lines
+from gnnperf.store.shards import ShardWriter, iter_lines
 
 
 def _without_traces(src: Path, dst: Path, tamper: int = 0) -> dict[str, dict]:

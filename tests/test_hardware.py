@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gnnperf.errors import HardwareError
-from gnnperf.hardware import FEATURE_NAMES, HardwareSpec, available_cores, supported_isas
+from gnnperf.hardware.spec import FEATURE_NAMES, HardwareSpec, available_cores, supported_isas
 
 V3_FLAGS = {"sse2", "ssse3", "sse4_1", "sse4_2", "popcnt", "cx16", "lahf_lm", "avx", "avx2",
             "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave"}
@@ -57,7 +57,7 @@ def test_unknown_isa_and_threads_are_errors() -> None:
 
 
 def test_isa_the_cpu_lacks_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    import gnnperf.hardware as hw
+    import gnnperf.hardware.spec as hw
 
     monkeypatch.setattr(hw, "_cpu_flags", lambda: {"sse2"})
     with pytest.raises(HardwareError, match="does not support ISA 'x86-64-v3'"):
@@ -71,7 +71,7 @@ def test_missing_spec_file_is_named(tmp_path: Path) -> None:
 
 def test_figures_are_the_best_of_several_runs_and_can_be_remeasured(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    import gnnperf.hardware as hw
+    import gnnperf.hardware.spec as hw
 
     monkeypatch.setenv("GNNPERF_CACHE_DIR", str(tmp_path))
     runs = iter([(10.0, 5.0), (30.0, 4.0), (20.0, 6.0), (50.0, 1.0), (40.0, 2.0), (45.0, 3.0)])
@@ -112,7 +112,7 @@ vendor_id\t: AuthenticAMD
 
 
 def test_two_cpus_with_one_model_name_get_two_signature_ids() -> None:
-    from gnnperf.cpu_identity import read_signature
+    from gnnperf.hardware.cpu_identity import read_signature
 
     zen3 = read_signature(2, {"l1d_kb": 32, "l2_kb": 512, "l3_kb": 32768},
                           ZEN.format(model=1, extra=""))
@@ -130,7 +130,7 @@ def test_two_cpus_with_one_model_name_get_two_signature_ids() -> None:
 
 
 def test_specs_carry_their_signature_and_legacy_specs_get_a_partial_one() -> None:
-    from gnnperf.cpu_identity import CpuSignature
+    from gnnperf.hardware.cpu_identity import CpuSignature
 
     spec = HardwareSpec.local("x86-64", 1, measure=False)
     assert spec.signature is not None and spec.cpu_id == spec.cpu_signature.id

@@ -13,14 +13,14 @@ from conftest import KERNEL_HW as HW
 from conftest import KERNEL_SETTINGS as TINY
 
 from gnnperf import zoo
-from gnnperf.hardware import HardwareSpec
-from gnnperf.kernel_dataset import (
+from gnnperf.collect.kernels import (
     collect_kernels,
     export_database,
     kernel_records,
     kernel_stats,
 )
-from gnnperf.shards import iter_lines
+from gnnperf.hardware.spec import HardwareSpec
+from gnnperf.store.shards import iter_lines
 
 
 def test_each_workload_gets_its_unscheduled_kernel_and_distinct_schedules(
@@ -121,8 +121,8 @@ def _apply_as_datasets_readme_says(db_dir: Path, kernel_root: Path) -> None:
     from tvm.relax.backend.cpu_generic import pipeline
     from tvm.s_tir.meta_schedule.database import JSONDatabase
 
-    from gnnperf.kernel_dataset.workloads import workload_id
-    from gnnperf.onnx_import import import_to_relax, load_onnx
+    from gnnperf.collect.kernels.workloads import workload_id
+    from gnnperf.frontend import import_to_relax, load_onnx
 
     hw = HardwareSpec.local("x86-64-v3", 1, measure=False)
     measured = {r["workload_id"] for r in kernel_records(kernel_root, hw.record_hw_id)
@@ -181,7 +181,7 @@ def test_export_db_writes_the_database_and_names_the_stored_ids_on_a_wrong_one(
 def test_a_covered_model_gets_a_whole_model_tuned_record(kernel_root: Path) -> None:
     """Once every kernel of a zoo model has its schedules, the collector measures the model
     built with the fastest of each (the ``tuned`` build) into the record shards."""
-    from gnnperf.shards import latest_records
+    from gnnperf.store.shards import latest_records
 
     (rec,) = [r for r in latest_records(kernel_root / "shards") if r["build"] == "tuned"]
     assert rec["model_id"] == zoo.tiny_spec("mixer").model_id
@@ -197,8 +197,8 @@ def test_a_tuned_record_is_measured_again_with_the_schedules_it_was_measured_wit
     kernel unscheduled: the pair compared two different programs."""
     import shutil
 
-    from gnnperf.shards import latest_records
-    from gnnperf.whole_model_noise import remeasure
+    from gnnperf.collect.noise import remeasure
+    from gnnperf.store.shards import latest_records
 
     root = tmp_path / "ds"
     shutil.copytree(kernel_root, root)
@@ -208,8 +208,8 @@ def test_a_tuned_record_is_measured_again_with_the_schedules_it_was_measured_wit
     (again,) = iter_lines(root / "noise", kinds=("remeasure",))
     assert again["key"] == rec["key"]
     # every kernel ran with its schedule from the database, as the record's build did
-    from gnnperf.kernel_dataset import tuned_database
-    from gnnperf.lowering import lower_onnx
+    from gnnperf.collect.kernels import tuned_database
+    from gnnperf.lowering.pipeline import lower_onnx
 
     hw = HardwareSpec.local("x86-64-v3", 1, measure=False)
     built = lower_onnx(zoo.export_onnx(zoo.tiny_spec("mixer")), hw, "tuned",
@@ -225,7 +225,7 @@ def test_a_model_with_a_kernel_it_never_runs_gets_its_tuned_record_in_the_same_r
     executed, which covers it for a ``tuned`` build. The collector used to learn that only
     when it read its shards back, so such a model (most convnets) got its whole-model
     ``tuned`` record from a later run, never the one that timed its kernels."""
-    from gnnperf.shards import latest_records
+    from gnnperf.store.shards import latest_records
 
     spec = zoo.tiny_spec("vgg")
     summary = collect_kernels(tmp_path, [spec], HW, schedules=1, settings=TINY,
@@ -241,11 +241,11 @@ def test_the_tuned_build_applies_the_fastest_measured_schedule_of_each_kernel(
         kernel_root: Path) -> None:
     import tvm_ffi
 
-    from gnnperf.builds import _database_schedule
+    from gnnperf.collect.kernels import tuned_database
+    from gnnperf.collect.kernels.workloads import workload_id
     from gnnperf.features import extract_graph
-    from gnnperf.kernel_dataset import tuned_database
-    from gnnperf.kernel_dataset.workloads import workload_id
-    from gnnperf.lowering import lower_onnx
+    from gnnperf.lowering.pipeline import lower_onnx
+    from gnnperf.lowering.schedules import _database_schedule
 
     hw = HardwareSpec.local("x86-64-v3", 1, measure=False)
     onnx_model = zoo.export_onnx(zoo.tiny_spec("mixer"))
@@ -282,9 +282,9 @@ def test_a_tuned_kernel_carries_the_candidates_the_collector_measured(
     from torch_geometric.data import Batch
 
     from gnnperf.data import LatencyDataset, graph_to_data
+    from gnnperf.estimators.kernel.dataset import candidate_rows, tuned_candidates
     from gnnperf.features.tuned_candidates import graph_for_prediction
-    from gnnperf.kernel_model.dataset import candidate_rows, tuned_candidates
-    from gnnperf.lowering import lower_onnx
+    from gnnperf.lowering.pipeline import lower_onnx
 
     hw = HardwareSpec.local("x86-64-v3", 1, measure=False)
     onnx_model = zoo.export_onnx(zoo.tiny_spec("mixer"))
@@ -320,7 +320,7 @@ def test_a_tuned_kernel_carries_the_candidates_the_collector_measured(
 def test_the_candidates_can_be_limited_to_the_pairs_a_dataset_uses(kernel_root: Path) -> None:
     """A dataset's tuned records use a fraction of the measured schedules: asking for their
     (workload, hardware) pairs gives exactly those pairs' candidates, the same as in full."""
-    from gnnperf.kernel_model.dataset import tuned_candidates
+    from gnnperf.estimators.kernel.dataset import tuned_candidates
 
     every = tuned_candidates(kernel_root)
     assert len(every) > 1
@@ -358,7 +358,7 @@ def test_kernel_timings_are_measured_again_for_the_noise_floor(kernel_root: Path
                                                                tmp_path: Path) -> None:
     import shutil
 
-    from gnnperf.kernel_dataset import kernel_noise_floor_by_cpu, remeasure_kernels
+    from gnnperf.collect.kernels import kernel_noise_floor_by_cpu, remeasure_kernels
 
     root = tmp_path / "copy"
     shutil.copytree(kernel_root / "kernels", root / "kernels")
@@ -383,7 +383,7 @@ def test_two_workloads_compile_together_and_nothing_compiles_while_a_kernel_is_t
     """Code generation uses one core, about a third of the collector's time: two
     workloads' libraries compile at once, and both are finished before either is timed
     (a compile beside a timed kernel would slow it)."""
-    from gnnperf.kernel_dataset import collector as kc
+    from gnnperf.collect.kernels import collector as kc
 
     events: list[str] = []
     compiles: list[kc.CandidateCompile] = []
@@ -414,10 +414,10 @@ def test_two_workloads_compile_together_and_nothing_compiles_while_a_kernel_is_t
 def test_candidates_whose_code_generation_runs_away_are_left_out(tmp_path: Path) -> None:
     """A schedule with a huge unroll can keep LLVM busy for many minutes: the batch is
     compiled in a child that can be stopped, then each candidate alone."""
+    from gnnperf.collect.kernels import model_workloads
+    from gnnperf.collect.kernels.workloads import candidates, compile_candidates
     from gnnperf.errors import GnnperfError
-    from gnnperf.kernel_dataset import model_workloads
-    from gnnperf.kernel_dataset.workloads import candidates, compile_candidates
-    from gnnperf.lowering import lower_onnx
+    from gnnperf.lowering.pipeline import lower_onnx
 
     hw = HardwareSpec.local("x86-64-v3", 1, measure=False)
     lowered = lower_onnx(zoo.export_onnx(zoo.tiny_spec("mixer")), hw, "sampled:0")
@@ -442,8 +442,8 @@ def test_schedules_of_a_shared_workload_are_drawn_on_the_stored_kernel(tmp_path:
     from tvm import te
     from tvm.s_tir.meta_schedule.database import TuningRecord, Workload
 
-    from gnnperf.kernel_dataset.collector import KernelCollector
-    from gnnperf.kernel_dataset.workloads import KernelWorkload, candidates, workload_id
+    from gnnperf.collect.kernels.collector import KernelCollector
+    from gnnperf.collect.kernels.workloads import KernelWorkload, candidates, workload_id
 
     def matmul(block: str) -> KernelWorkload:
         a, b = te.placeholder((32, 32), name="A"), te.placeholder((32, 32), name="B")
@@ -476,8 +476,8 @@ def test_schedules_of_a_shared_workload_are_drawn_on_the_stored_kernel(tmp_path:
 def test_the_models_whose_tuned_records_cost_fewest_measurements_come_first() -> None:
     """Workloads are shared, so some models' ``tuned`` records cost no kernel timing at
     all; the collector visits them before models with many new workloads."""
-    from gnnperf.collect import record_key
-    from gnnperf.kernel_dataset.ordering import cheapest_tuned_first, family_workloads, tuned_cost
+    from gnnperf.collect.kernels.ordering import cheapest_tuned_first, family_workloads, tuned_cost
+    from gnnperf.collect.models import record_key
 
     specs = {f: zoo.sample_spec(f, 0) for f in ("vgg", "mixer", "resnet", "gpt", "bert",
                                                   "regnet")}
@@ -523,8 +523,8 @@ def test_the_collector_skips_a_model_with_nothing_left_and_keeps_an_unknown_one(
         kernel_root: Path) -> None:
     """Ordered from the shards on disk: tiny mixer's workloads are all timed and its
     ``tuned`` record written, so only the never-lowered model is left to visit."""
+    from gnnperf.collect.kernels.collector import KernelCollector
     from gnnperf.errors import GnnperfError
-    from gnnperf.kernel_dataset.collector import KernelCollector
 
     collector = KernelCollector(kernel_root, HW)
     try:
@@ -548,8 +548,8 @@ def test_the_databases_of_several_hardware_ids_are_read_in_one_pass(
         kernel_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each pass parses and verifies every shard line (minutes on the real dataset); the
     collector and the whole-model A/A ask for two or more ids at once."""
+    from gnnperf.collect.kernels import database, tuned_databases
     from gnnperf.errors import DatasetError
-    from gnnperf.kernel_dataset import database, tuned_databases
 
     (measured,) = {r["hw_id"] for r in kernel_records(kernel_root)}
     fresh = measured.replace("/1t", "/2t")

@@ -11,10 +11,9 @@ import pytest
 import torch
 
 from gnnperf.cli import main
+from gnnperf.collect.kernels import kernel_records
 from gnnperf.errors import CheckpointError
-from gnnperf.features.schedule import SCHEDULE_FEATURE_NAMES, schedule_feature_vector
-from gnnperf.kernel_dataset import kernel_records
-from gnnperf.kernel_model import (
+from gnnperf.estimators.kernel import (
     KernelCostModel,
     KernelModelConfig,
     KernelTable,
@@ -29,7 +28,8 @@ from gnnperf.kernel_model import (
     save_kernel_model,
     train_kernel_model,
 )
-from gnnperf.shards import iter_lines, shard_paths
+from gnnperf.features.schedule import SCHEDULE_FEATURE_NAMES, schedule_feature_vector
+from gnnperf.store.shards import iter_lines, shard_paths
 
 HW_ARGS = dict(simd_width=8, threads=2, l1d_kb=32, l2_kb=1024)
 
@@ -129,7 +129,7 @@ def test_the_table_is_cached_per_shard_until_a_shard_changes(kernel_root: Path, 
 
 def test_a_fully_cached_table_is_read_without_parsing_a_shard(
         kernel_root: Path, table: KernelTable, monkeypatch: pytest.MonkeyPatch) -> None:
-    from gnnperf.kernel_model import dataset
+    from gnnperf.estimators.kernel import dataset
 
     def parse(*_: object) -> None:
         raise AssertionError("every shard's rows are cached: nothing should be parsed")
@@ -141,7 +141,7 @@ def test_a_fully_cached_table_is_read_without_parsing_a_shard(
 
 def test_stored_analyses_are_used_only_while_replaying_a_sample_agrees(
         kernel_root: Path, table: KernelTable, monkeypatch: pytest.MonkeyPatch) -> None:
-    from gnnperf.kernel_model import dataset as kernel_table_module
+    from gnnperf.estimators.kernel import dataset as kernel_table_module
 
     workloads = {o["workload_id"]: o["ms_workload"]
                  for o in iter_lines(kernel_root / "kernels", kinds=("kernel_workload",))}
@@ -343,11 +343,11 @@ def test_a_sampled_build_keeps_the_traces_the_kernel_dataset_measured(kernel_roo
     """Node ``k`` of a ``sampled:s`` graph carries the trace of seed ``s``'s schedule, the
     one the kernel dataset timed for its workload: the kernel model reads the same row."""
     from gnnperf import zoo
+    from gnnperf.collect.kernels.workloads import workload_id
+    from gnnperf.estimators.kernel import kernel_input_vector
     from gnnperf.features import extract_graph
-    from gnnperf.hardware import HardwareSpec
-    from gnnperf.kernel_dataset.workloads import workload_id
-    from gnnperf.kernel_model import kernel_input_vector
-    from gnnperf.lowering import lower_onnx
+    from gnnperf.hardware.spec import HardwareSpec
+    from gnnperf.lowering.pipeline import lower_onnx
 
     hw = HardwareSpec.local("x86-64-v3", 1, measure=False)
     lowered = lower_onnx(zoo.export_onnx(zoo.tiny_spec("mixer")), hw, "sampled:1")
@@ -380,9 +380,9 @@ def test_the_gnn_reads_a_frozen_kernel_model(small_root: Path, tmp_path: Path) -
     from torch_geometric.data import Batch
 
     from gnnperf.data import LatencyDataset
-    from gnnperf.kernel_model import KernelCostModel, KernelModelConfig, kernel_feature_names
-    from gnnperf.model import LatencyGNN, ModelConfig, attach_kernel_outputs
-    from gnnperf.training import TrainConfig, resolve_kernel_model
+    from gnnperf.estimators.gnn.network import LatencyGNN, ModelConfig, attach_kernel_outputs
+    from gnnperf.estimators.gnn.training import TrainConfig, resolve_kernel_model
+    from gnnperf.estimators.kernel import KernelCostModel, KernelModelConfig, kernel_feature_names
 
     ds = LatencyDataset(small_root)
     batch = Batch.from_data_list([ds[0], ds[1]])
@@ -424,7 +424,7 @@ def test_the_gnn_reads_a_frozen_kernel_model(small_root: Path, tmp_path: Path) -
                         workload=np.asarray(["w"]), hw_id=np.asarray(["h"]),
                         unscheduled=np.asarray([True]), feature_names=["a", "b"])
     cfg = KernelTrainConfig(hidden=8, embed_dim=4, layers=2, epochs=1, patience=1)
-    from gnnperf.kernel_model import KernelTrainResult
+    from gnnperf.estimators.kernel import KernelTrainResult
 
     fake = KernelTrainResult(KernelCostModel(KernelModelConfig(2, 8, 4, 2)), {}, {})
     save_kernel_model(fake, cfg, other, tmp_path / "other.pt")
@@ -440,8 +440,8 @@ def test_a_residual_kernel_head_starts_from_the_kernel_models_time(small_root: P
     from torch_geometric.data import Batch
 
     from gnnperf.data import LatencyDataset
-    from gnnperf.kernel_model import KernelModelConfig, kernel_feature_names
-    from gnnperf.model import LatencyGNN, ModelConfig
+    from gnnperf.estimators.gnn.network import LatencyGNN, ModelConfig
+    from gnnperf.estimators.kernel import KernelModelConfig, kernel_feature_names
 
     ds = LatencyDataset(small_root)
     batch = Batch.from_data_list([ds[0], ds[1]])
@@ -469,9 +469,9 @@ def test_a_residual_kernel_head_starts_from_the_kernel_models_time(small_root: P
 
 def test_the_kernel_model_sum_baseline_sums_tir_kernels_and_scales_per_machine(
         small_root: Path) -> None:
-    from gnnperf.baselines import KernelModelSum
     from gnnperf.data import LatencyDataset
-    from gnnperf.kernel_model import KernelCostModel, KernelModelConfig, kernel_feature_names
+    from gnnperf.estimators.baselines import KernelModelSum
+    from gnnperf.estimators.kernel import KernelCostModel, KernelModelConfig, kernel_feature_names
 
     ds = LatencyDataset(small_root)
     graphs = [ds[i] for i in range(len(ds))]

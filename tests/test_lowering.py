@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 import tvm
 
-from gnnperf.build_config import BuildConfig
-from gnnperf.builds import kernel_hash
 from gnnperf.errors import BuildConfigError
 from gnnperf.features import KernelGraph, extract_graph, node_feature_names, node_feature_vector
-from gnnperf.lowering import compile_lowered, lower_onnx
+from gnnperf.lowering.build_config import BuildConfig
+from gnnperf.lowering.pipeline import compile_lowered, lower_onnx
+from gnnperf.lowering.schedules import kernel_hash
 from gnnperf.measure import capture_kernel_calls, make_inputs
 
 TARGET = {"kind": "llvm", "mcpu": "x86-64-v3", "num-cores": 2}
@@ -96,7 +96,7 @@ def test_build_strings_round_trip() -> None:
 
 def test_onnx_operator_graph_counts_operators_and_flops(cnn_onnx: Path) -> None:
     from gnnperf.features import extract_onnx_graph
-    from gnnperf.onnx_import import load_onnx
+    from gnnperf.frontend import load_onnx
 
     model = load_onnx(cnn_onnx)
     graph = extract_onnx_graph(model)

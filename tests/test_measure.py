@@ -17,7 +17,12 @@ import pytest
 
 from gnnperf.errors import MeasurementError
 from gnnperf.features import extract_graph
-from gnnperf.lowering import compile_lowered, export_executable, export_kernel_library, lower_onnx
+from gnnperf.lowering.pipeline import (
+    compile_lowered,
+    export_executable,
+    export_kernel_library,
+    lower_onnx,
+)
 from gnnperf.measure import (
     LatencyStats,
     Measurement,
@@ -261,7 +266,7 @@ def test_reference_kernels_compute_what_they_claim() -> None:
     import tvm
     from tvm import relax
 
-    from gnnperf.hardware import HardwareSpec
+    from gnnperf.hardware.spec import HardwareSpec
     from gnnperf.measure.reference import _inputs, reference_library
 
     hw = HardwareSpec.local("x86-64-v2", 1, measure=False)
@@ -281,7 +286,7 @@ def test_reference_kernels_compute_what_they_claim() -> None:
 
 def test_reference_rounds_interleave_with_the_model_samples(transformer_onnx: Path,
                                                             tmp_path: Path) -> None:
-    from gnnperf.hardware import HardwareSpec
+    from gnnperf.hardware.spec import HardwareSpec
     from gnnperf.measure import REFERENCE_KERNELS, reference_library
     from gnnperf.measure.timing import time_whole_model
 

@@ -1,4 +1,4 @@
-"""Tests for gnnperf.onnx_import: loading errors, static shapes, folding, TVM import.
+"""Tests for gnnperf.frontend: loading errors, static shapes, folding, TVM import.
 
 Every model here is tiny (built with onnx.helper or from a transformers config with random
 weights), so the whole file stays well under a minute on two cores.
@@ -26,7 +26,7 @@ from gnnperf.errors import (
     ShapeFoldingError,
     UnsupportedOpError,
 )
-from gnnperf.onnx_import import (
+from gnnperf.frontend import (
     MAX_FOLD_ELEMENTS,
     MAX_FOLD_WEIGHT_ELEMENTS,
     import_to_relax,

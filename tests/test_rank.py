@@ -11,7 +11,7 @@ import pytest
 
 from gnnperf import zoo
 from gnnperf.cli import main
-from gnnperf.predictor import predict
+from gnnperf.prediction.api import predict
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -14,13 +14,9 @@ from torch_geometric.data import Batch
 
 from gnnperf.data import LatencyDataset
 from gnnperf.errors import BuildConfigError, CheckpointError, TrainingConfigError
-from gnnperf.features import extract_graph
-from gnnperf.graph_predictor import Predictor
-from gnnperf.hardware import HardwareSpec, host_of
-from gnnperf.lowering import lower_onnx
-from gnnperf.model import EnsembleGNN, LatencyGNN, ModelConfig
-from gnnperf.predictor import OutOfDistributionWarning, predict, predict_many
-from gnnperf.training import (
+from gnnperf.estimators.gnn.network import EnsembleGNN, LatencyGNN, ModelConfig
+from gnnperf.estimators.gnn.predictor import Predictor
+from gnnperf.estimators.gnn.training import (
     TrainConfig,
     breakdown,
     kernel_share_weights,
@@ -30,6 +26,10 @@ from gnnperf.training import (
     save_checkpoint,
     train_model,
 )
+from gnnperf.features import extract_graph
+from gnnperf.hardware.spec import HardwareSpec, host_of
+from gnnperf.lowering.pipeline import lower_onnx
+from gnnperf.prediction.api import OutOfDistributionWarning, predict, predict_many
 
 FAST = dict(epochs=4, patience=4, hidden=32, layers=2, batch_size=4, val_frac=0.25,
             test_frac=0.25, ensemble=1)
@@ -200,7 +200,7 @@ def test_bad_checkpoints(tmp_path: Path) -> None:
 def test_a_checkpoint_older_than_a_feature_reads_its_own_columns_by_name(
         tmp_path: Path) -> None:
     from gnnperf.data import FeatureScaler, feature_names
-    from gnnperf.training import CHECKPOINT_FORMAT, checkpoint_columns
+    from gnnperf.estimators.gnn.training import CHECKPOINT_FORMAT, checkpoint_columns
 
     names = feature_names()
     assert checkpoint_columns(names, tmp_path) is None
@@ -228,7 +228,7 @@ def test_a_checkpoint_older_than_a_feature_reads_its_own_columns_by_name(
 
 
 def test_loss_options_change_the_objective(small_root: Path) -> None:
-    from gnnperf.training import _loss
+    from gnnperf.estimators.gnn.training import _loss
 
     ds = LatencyDataset(small_root)
     torch.manual_seed(0)
@@ -252,7 +252,7 @@ def test_kernel_share_weights_follow_each_graphs_time_split() -> None:
     assert torch.allclose(w, torch.tensor([0.75, 0.25, 1.0]))
     assert torch.allclose(kernel_share_weights(y, batch, mask, power=0.5), w.sqrt())
     # weighted: the loss follows the heavy kernel's error
-    from gnnperf.training import _regression
+    from gnnperf.estimators.gnn.training import _regression
 
     pred, target = torch.tensor([0.0, 1.0]), torch.tensor([0.0, 0.0])
     light = _regression(pred, target, TrainConfig(), torch.tensor([0.9, 0.1]))
@@ -262,7 +262,7 @@ def test_kernel_share_weights_follow_each_graphs_time_split() -> None:
 def test_pre_v2_labels_weigh_less_in_the_whole_model_loss() -> None:
     from torch_geometric.data import Data
 
-    from gnnperf.training import record_weights
+    from gnnperf.estimators.gnn.training import record_weights
 
     graphs = [Data(y=torch.zeros(1), v2=torch.tensor([flag])) for flag in (True, False, True)]
     batch = Batch.from_data_list(graphs)
@@ -276,7 +276,7 @@ def test_pre_v2_labels_weigh_less_in_the_whole_model_loss() -> None:
 def test_build_balance_gives_every_build_kind_equal_weight_at_power_one() -> None:
     from torch_geometric.data import Data
 
-    from gnnperf.training import build_balance_weights, record_weights
+    from gnnperf.estimators.gnn.training import build_balance_weights, record_weights
 
     builds = ["default"] * 6 + ["sampled:0", "sampled:3"] * 2 + ["tuned"]
     w = build_balance_weights(builds, 1.0)

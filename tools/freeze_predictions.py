@@ -25,11 +25,11 @@ BUILDS = ("default", "sampled:0")
 def tiny_predictions() -> dict[str, dict[str, float]]:
     """{family: {build: predicted ms}} for every zoo family's tiny model, uncalibrated."""
     from gnnperf import zoo
+    from gnnperf.estimators.gnn.predictor import Predictor
     from gnnperf.features import extract_graph
-    from gnnperf.graph_predictor import Predictor
-    from gnnperf.hardware import HardwareSpec
-    from gnnperf.lowering import lower
-    from gnnperf.onnx_import import import_to_relax, load_onnx
+    from gnnperf.frontend import import_to_relax, load_onnx
+    from gnnperf.hardware.spec import HardwareSpec
+    from gnnperf.lowering.pipeline import lower
 
     hw = HardwareSpec.coerce(str(HW_FILE))
     predictor = Predictor()

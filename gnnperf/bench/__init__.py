@@ -40,10 +40,10 @@ from gnnperf.bench.plots import plot_split
 from gnnperf.bench.report import View, markdown, split_views, summarise, targets, unseen_cpu_prior
 from gnnperf.bench.results import ResultStore, SplitResult, added_in_commit, commit_paths
 from gnnperf.bench.splits import SPLIT_KINDS, SplitRun, plan_runs
-from gnnperf.calibration.prior import PRIOR_FILE
+from gnnperf.calibrate.prior import PRIOR_FILE
 from gnnperf.data import LatencyDataset, dataset_stats
 from gnnperf.errors import GnnperfError
-from gnnperf.hardware import HardwareSpec
+from gnnperf.hardware.spec import HardwareSpec
 
 __all__ = ["BASELINES", "GNN_VARIANTS", "LEARNED_ADDITIVE", "QUICK", "BenchConfig",
            "BudgetRule", "SplitRun", "run", "targets"]

@@ -23,14 +23,20 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
-from gnnperf.baselines import KernelModelSum, LearnedKernelModel, Roofline, measured_kernel_sum
 from gnnperf.bench.config import BenchConfig
 from gnnperf.bench.results import MethodResult, SplitResult
 from gnnperf.bench.splits import SplitRun, build_kind, graph_gflop
 from gnnperf.data import LatencyDataset, calibration_mask, feature_names, split_indices
 from gnnperf.errors import GnnperfError
-from gnnperf.hardware import host_of
-from gnnperf.kernel_model import (
+from gnnperf.estimators.baselines import (
+    KernelModelSum,
+    LearnedKernelModel,
+    Roofline,
+    measured_kernel_sum,
+)
+from gnnperf.estimators.gnn.config import TrainConfig
+from gnnperf.estimators.gnn.training import INTERVAL_COVERAGE, train_model
+from gnnperf.estimators.kernel import (
     KernelTrainConfig,
     kernel_feature_names,
     load_kernel_model,
@@ -39,9 +45,8 @@ from gnnperf.kernel_model import (
     train_kernel_model,
     workloads_of_models,
 )
+from gnnperf.hardware.spec import host_of
 from gnnperf.metrics import conformal_quantile
-from gnnperf.train_config import TrainConfig
-from gnnperf.training import INTERVAL_COVERAGE, train_model
 
 #: GNN variants on the kernel graph; ``gnn_onnx_graph`` trains ``gnn`` on operator graphs.
 GNN_VARIANTS = {"gnn": {}, "gnn_no_aux": {"aux_weight": 0.0}, "gnn_no_hw": {"use_hw": False}}

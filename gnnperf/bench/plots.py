@@ -8,7 +8,7 @@ import numpy as np
 
 from gnnperf.bench.methods import LEARNED_ADDITIVE
 from gnnperf.bench.report import View
-from gnnperf.plots import pyplot, save_figure
+from gnnperf.prediction.plots import pyplot, save_figure
 
 #: methods drawn in the scatter panel (the GNN, the oracle, the best learned additive)
 SCATTER = ("gnn", "measured_kernel_sum")

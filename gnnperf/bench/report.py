@@ -3,10 +3,10 @@
 Every figure is recomputed from the runs' predictions: MAPE and friends, interval coverage,
 each split broken down by build, the random split by CPU beside that CPU's noise floor,
 and a held-out CPU at 0 shots and after the few-shot calibration ``gnnperf calibrate``
-fits (:meth:`gnnperf.calibration.store.Calibration.fit` on the same models' errors).
+fits (:meth:`gnnperf.calibrate.store.Calibration.fit` on the same models' errors).
 
 At 0 shots each method's interval is widened as ``predict`` widens the GNN's on a CPU its
-checkpoint never saw (:class:`gnnperf.calibration.prior.UnseenCpuPrior`), by a prior
+checkpoint never saw (:class:`gnnperf.calibrate.prior.UnseenCpuPrior`), by a prior
 fitted on the *other* held-out CPUs' runs of that method, so no CPU's own errors size its
 interval.
 """
@@ -23,11 +23,11 @@ from gnnperf.bench.config import BenchConfig
 from gnnperf.bench.methods import LEARNED_ADDITIVE
 from gnnperf.bench.results import MethodResult, SplitResult
 from gnnperf.bench.splits import SPLIT_KINDS, calibration_positions, record_build_threads
-from gnnperf.calibration.prior import UnseenCpuPrior
-from gnnperf.calibration.store import MIN_MODELS, Calibration, CalibrationPoint
+from gnnperf.calibrate.prior import UnseenCpuPrior
+from gnnperf.calibrate.store import MIN_MODELS, Calibration, CalibrationPoint
 from gnnperf.errors import GnnperfError
+from gnnperf.estimators.gnn.training import INTERVAL_COVERAGE, INTERVAL_Z
 from gnnperf.metrics import metrics
-from gnnperf.training import INTERVAL_COVERAGE, INTERVAL_Z
 
 COLUMNS = ("mape", "rmspe", "acc5", "acc10", "spearman", "kendall", "coverage")
 
@@ -47,7 +47,7 @@ def score(pred: np.ndarray, low: np.ndarray, high: np.ndarray, true: np.ndarray
 def calibrated(result: MethodResult, test: dict[str, list[Any]], shots: Sequence[int],
                per_cell: bool = True) -> MethodResult:
     """The method's predictions corrected as ``gnnperf calibrate`` corrects the GNN's: the
-    records ``shots`` fit a :class:`~gnnperf.calibration.store.Calibration` (a median
+    records ``shots`` fit a :class:`~gnnperf.calibrate.store.Calibration` (a median
     measured/predicted ratio per build kind and thread count; one for all of them with
     ``per_cell=False``), each prediction is multiplied by its cell's factor and its interval
     widened by that cell's spread of ratios, in quadrature."""

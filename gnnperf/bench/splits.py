@@ -10,11 +10,11 @@ import numpy as np
 from torch_geometric.data import Data
 
 from gnnperf.bench.config import BenchConfig
-from gnnperf.build_config import BuildConfig
-from gnnperf.calibration.selection import Candidate, spread_by_size
-from gnnperf.calibration.store import CALIBRATION_BUILDS, MAX_CALIBRATION_GFLOP
+from gnnperf.calibrate.selection import Candidate, spread_by_size
+from gnnperf.calibrate.store import CALIBRATION_BUILDS, MAX_CALIBRATION_GFLOP
 from gnnperf.data import LatencyDataset, feature_names
-from gnnperf.hardware import host_of
+from gnnperf.hardware.spec import host_of
+from gnnperf.lowering.build_config import BuildConfig
 
 #: report key → the :func:`gnnperf.data.split_indices` kind it runs
 SPLIT_KINDS = {"random": "random", "leave_family_out": "leave-family-out",
@@ -92,7 +92,7 @@ def graph_gflop(graph: Data) -> float:
 
 def record_build_threads(key: str) -> tuple[str, int]:
     """The build and thread count a record key names (``model|cpu/isa/Nt|build``, as
-    :func:`gnnperf.collect.record_key` writes it)."""
+    :func:`gnnperf.collect.models.record_key` writes it)."""
     _, hw_id, build = key.split("|")
     return build, int(hw_id.rsplit("/", 1)[1].rstrip("t"))
 
@@ -100,13 +100,13 @@ def record_build_threads(key: str) -> tuple[str, int]:
 def calibration_positions(test: dict[str, list[Any]], shots: int) -> list[int]:
     """The held-out CPU's test records that play ``gnnperf calibrate``'s: ``shots`` models of
     the generated families of at most its size cap
-    (:data:`~gnnperf.calibration.store.MAX_CALIBRATION_GFLOP`) with a ``sampled:0`` record
+    (:data:`~gnnperf.calibrate.store.MAX_CALIBRATION_GFLOP`) with a ``sampled:0`` record
     at the most threads, spread over their sizes as
-    :func:`gnnperf.calibration.run.calibration_models` picks them
-    (:func:`~gnnperf.calibration.selection.spread_by_size`), among the models measured in
+    :func:`gnnperf.calibrate.run.calibration_models` picks them
+    (:func:`~gnnperf.calibrate.selection.spread_by_size`), among the models measured in
     every calibration cell the held-out CPU has where there are enough of those; then every
     record of those models in a calibration build
-    (:data:`~gnnperf.calibration.store.CALIBRATION_BUILDS`), at any thread count."""
+    (:data:`~gnnperf.calibrate.store.CALIBRATION_BUILDS`), at any thread count."""
     configs = [record_build_threads(k) for k in test["key"]]
     calib = [i for i, (build, _) in enumerate(configs)
              if build in CALIBRATION_BUILDS and not str(test["family"][i]).startswith("hf-")]

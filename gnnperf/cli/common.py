@@ -43,8 +43,8 @@ def print_json(obj: Any) -> None:
 
 
 def lower_from_args(args: argparse.Namespace, threads: int | None, database: Any = None) -> Any:
-    from gnnperf.hardware import HardwareSpec
-    from gnnperf.lowering import lower_onnx
+    from gnnperf.hardware.spec import HardwareSpec
+    from gnnperf.lowering.pipeline import lower_onnx
 
     hw = HardwareSpec.local(args.isa, threads, measure=False)
     return hw, lower_onnx(args.model, hw, args.build, parse_input_shapes(args.input_shape),
@@ -53,9 +53,9 @@ def lower_from_args(args: argparse.Namespace, threads: int | None, database: Any
 
 def tuned_schedules(args: argparse.Namespace) -> Any:
     """The measured schedules of this machine's hardware config, for a ``tuned`` build."""
-    from gnnperf.build_config import BuildConfig
-    from gnnperf.hardware import HardwareSpec
-    from gnnperf.kernel_dataset import tuned_database
+    from gnnperf.collect.kernels import tuned_database
+    from gnnperf.hardware.spec import HardwareSpec
+    from gnnperf.lowering.build_config import BuildConfig
 
     if BuildConfig.parse(args.build).kind != "tuned":
         return None

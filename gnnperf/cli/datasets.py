@@ -10,8 +10,8 @@ from gnnperf.cli.common import add_max_slowdown, print_json, slowdown_override
 
 
 def cmd_dataset_stats(args: argparse.Namespace) -> int:
+    from gnnperf.collect.kernels import kernel_stats
     from gnnperf.data import dataset_stats
-    from gnnperf.kernel_dataset import kernel_stats
 
     stats = {**dataset_stats(args.root), **kernel_stats(args.root)}
     if args.json:
@@ -58,12 +58,12 @@ def cmd_dataset_remeasure(args: argparse.Namespace) -> int:
     root = args.root or default_root()
     settings = MeasureSettings.waiting_at_most(args.quiet_timeout, **slowdown_override(args))
     if args.kernels:
-        from gnnperf.kernel_dataset import remeasure_kernels
+        from gnnperf.collect.kernels import remeasure_kernels
 
         summary = remeasure_kernels(root, args.count, seed=args.seed,
                                     min_age_s=args.min_age_minutes * 60, settings=settings)
     else:
-        from gnnperf.whole_model_noise import remeasure
+        from gnnperf.collect.noise import remeasure
 
         summary = remeasure(root, args.count, seed=args.seed,
                             min_age_s=args.min_age_minutes * 60, settings=settings)
@@ -72,7 +72,7 @@ def cmd_dataset_remeasure(args: argparse.Namespace) -> int:
 
 
 def cmd_dataset_traces(args: argparse.Namespace) -> int:
-    from gnnperf.graph_traces import add_graph_traces
+    from gnnperf.collect.graph_traces import add_graph_traces
 
     summary = add_graph_traces(args.root, limit=args.limit)
     print(summary.line())
@@ -80,7 +80,7 @@ def cmd_dataset_traces(args: argparse.Namespace) -> int:
 
 
 def cmd_dataset_export_db(args: argparse.Namespace) -> int:
-    from gnnperf.kernel_dataset import export_database
+    from gnnperf.collect.kernels import export_database
 
     out = export_database(args.root, args.hw_id, args.out)
     print(f"MetaSchedule JSONDatabase of {args.hw_id} in {out} (apply it with "

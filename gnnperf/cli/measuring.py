@@ -53,7 +53,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
     import tempfile
 
     from gnnperf.features import extract_graph
-    from gnnperf.lowering import compile_lowered, export_executable, export_kernel_library
+    from gnnperf.lowering.pipeline import compile_lowered, export_executable, export_kernel_library
     from gnnperf.measure import (
         MeasureSettings,
         make_inputs,
@@ -109,8 +109,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
-    from gnnperf.collect import collect, parse_hw_list
-    from gnnperf.hardware import HardwareSpec
+    from gnnperf.collect.models import collect, parse_hw_list
+    from gnnperf.hardware.spec import HardwareSpec
     from gnnperf.measure import MeasureSettings
 
     families = parse_families(args.families)
@@ -132,8 +132,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
 
 def cmd_collect_kernels(args: argparse.Namespace) -> int:
-    from gnnperf.collect import interleaved_specs, parse_hw_list
-    from gnnperf.kernel_dataset import collect_kernels
+    from gnnperf.collect.kernels import collect_kernels
+    from gnnperf.collect.models import interleaved_specs, parse_hw_list
     from gnnperf.measure import MeasureSettings
 
     settings = MeasureSettings.waiting_at_most(
@@ -149,7 +149,7 @@ def cmd_collect_kernels(args: argparse.Namespace) -> int:
 
 
 def cmd_hw(args: argparse.Namespace) -> int:
-    from gnnperf.hardware import HardwareSpec, supported_isas
+    from gnnperf.hardware.spec import HardwareSpec, supported_isas
 
     if args.list:
         print(" ".join(supported_isas()))
@@ -196,8 +196,8 @@ def register_measure(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from gnnperf.calibration import checkpoint_sha256, load_calibration, remove_calibration
-    from gnnperf.hardware import HardwareSpec
+    from gnnperf.calibrate import checkpoint_sha256, load_calibration, remove_calibration
+    from gnnperf.hardware.spec import HardwareSpec
 
     spec = HardwareSpec.coerce(args.hw)
     sha = checkpoint_sha256(args.checkpoint)
@@ -213,7 +213,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         else:
             print(stored.line() if stored else f"{spec.cpu_id}: not calibrated (0 shots)")
         return 0
-    from gnnperf.calibration.run import calibrate
+    from gnnperf.calibrate.run import calibrate
     from gnnperf.measure import MeasureSettings
 
     settings = MeasureSettings.waiting_at_most(args.quiet_timeout, repeat=args.repeat,

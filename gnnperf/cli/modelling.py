@@ -18,9 +18,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     import time
 
     from gnnperf.data import LatencyDataset
-    from gnnperf.predictor import DEFAULT_CHECKPOINT
-    from gnnperf.train_config import training_minutes
-    from gnnperf.training import TrainConfig, save_checkpoint, train_model
+    from gnnperf.estimators.gnn.config import training_minutes
+    from gnnperf.estimators.gnn.training import TrainConfig, save_checkpoint, train_model
+    from gnnperf.prediction.api import DEFAULT_CHECKPOINT
 
     start = time.monotonic()
     if not args.total_minutes > 0:  # before anything is read or trained
@@ -67,7 +67,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_predict(args: argparse.Namespace) -> int:
     import warnings
 
-    from gnnperf.predictor import predict
+    from gnnperf.prediction.api import predict
 
     with warnings.catch_warnings(record=True):
         warnings.simplefilter("always")
@@ -103,7 +103,7 @@ def cmd_rank(args: argparse.Namespace) -> int:
     import warnings
 
     from gnnperf.atomic import write_text
-    from gnnperf.predictor import predict_many
+    from gnnperf.prediction.api import predict_many
 
     models: list[Path] = []
     for item in args.models:
@@ -140,7 +140,7 @@ def cmd_rank(args: argparse.Namespace) -> int:
               f"  {r['gflop']:>8.3f} GFLOP  {r['model']}")
     print(f"{len(rows)} models ranked: {args.out}")
     if args.plot:
-        from gnnperf.plots import plot_ranking
+        from gnnperf.prediction.plots import plot_ranking
 
         print(f"latency against GFLOPs: {plot_ranking(rows, args.plot)}")
     return 0
@@ -178,7 +178,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def add_train_args(p: argparse.ArgumentParser) -> None:
-    from gnnperf.train_config import TOTAL_MINUTES, TrainConfig
+    from gnnperf.estimators.gnn.config import TOTAL_MINUTES, TrainConfig
 
     d = TrainConfig()
     p.add_argument("--root", type=Path, default=None, metavar="DIR",
@@ -236,7 +236,7 @@ def register_train(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_train_kernels(args: argparse.Namespace) -> int:
-    from gnnperf.kernel_model import (
+    from gnnperf.estimators.kernel import (
         KernelTrainConfig,
         load_kernel_table,
         save_kernel_model,

@@ -1,7 +1,7 @@
 """The measured dataset as PyTorch Geometric graphs, plus its statistics and splits.
 
 Shards (``datasets/shards/*.jsonl.gz``) hold graphs and labels; re-measurements for
-the noise floor live in ``datasets/noise/`` (:mod:`gnnperf.dataset_folder` says how a
+the noise floor live in ``datasets/noise/`` (:mod:`gnnperf.store.folder` says how a
 folder is laid out). :class:`LatencyDataset` turns every
 record into a ``Data`` object whose node features are the kernel features followed
 by the hardware features (the hardware is on every node), with ``y`` the log of the
@@ -30,7 +30,7 @@ from gnnperf.data.encoding import (
 from gnnperf.data.scaling import FeatureScaler
 from gnnperf.data.splits import SPLITS, calibration_mask, is_testable, split_group, split_indices
 from gnnperf.data.stats import dataset_stats, noise_pairs
-from gnnperf.dataset_folder import DatasetFolder, default_root
+from gnnperf.store.folder import DatasetFolder, default_root
 
 __all__ = ["BUILD_FEATURE_NAMES", "GRAPH_KINDS", "SPLITS", "DatasetFolder", "FeatureScaler",
            "LatencyDataset", "build_feature_vector", "calibration_mask", "dataset_stats",

@@ -13,14 +13,20 @@ import torch
 from torch_geometric.data import InMemoryDataset
 
 from gnnperf.atomic import atomic_path
-from gnnperf.build_config import BuildConfig
+from gnnperf.collect.graph_traces import join_traces
 from gnnperf.data.encoding import feature_names, record_to_data
-from gnnperf.dataset_folder import DatasetFolder
 from gnnperf.errors import DatasetError, one_line
+from gnnperf.estimators.kernel.dataset import tuned_candidates
 from gnnperf.features import KernelGraph
-from gnnperf.graph_traces import join_traces
-from gnnperf.kernel_model.dataset import tuned_candidates
-from gnnperf.shards import SCHEMA_VERSION, iter_lines, latest_records, shard_paths, structural_id
+from gnnperf.lowering.build_config import BuildConfig
+from gnnperf.store.folder import DatasetFolder
+from gnnperf.store.shards import (
+    SCHEMA_VERSION,
+    iter_lines,
+    latest_records,
+    shard_paths,
+    structural_id,
+)
 
 #: Bump when the fields of the encoded ``Data`` items change (invalidates processed caches).
 _DATA_LAYOUT = 8
@@ -74,7 +80,7 @@ def _regenerate_onnx_graph(record: dict[str, Any]) -> dict[str, Any]:
     """Operator graph of a record collected before operator graphs were stored."""
     from gnnperf import zoo
     from gnnperf.features import extract_onnx_graph
-    from gnnperf.onnx_import import load_onnx
+    from gnnperf.frontend import load_onnx
 
     spec = zoo.ModelSpec.from_dict(record["model"])
     return extract_onnx_graph(load_onnx(zoo.export_onnx(spec))).to_dict()

@@ -10,14 +10,14 @@ from typing import Any
 import torch
 from torch_geometric.data import Data
 
-from gnnperf.build_config import BUILD_KINDS, BuildConfig
 from gnnperf.data.splits import split_group
 from gnnperf.errors import DatasetError
+from gnnperf.estimators.kernel.dataset import candidate_rows, kernel_input_vector
 from gnnperf.features import KernelGraph, node_feature_names, node_feature_vector
-from gnnperf.hardware import FEATURE_NAMES as HW_FEATURE_NAMES
-from gnnperf.hardware import HardwareSpec
-from gnnperf.kernel_model.dataset import candidate_rows, kernel_input_vector
-from gnnperf.shards import is_v2
+from gnnperf.hardware.spec import FEATURE_NAMES as HW_FEATURE_NAMES
+from gnnperf.hardware.spec import HardwareSpec
+from gnnperf.lowering.build_config import BUILD_KINDS, BuildConfig
+from gnnperf.store.shards import is_v2
 
 #: One-hot build kind on every node. The kernel graph also shows the build in its loop
 #: features; the unfused operator graph (an ablation) has no other way to know it.

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 from torch_geometric.data import Data, InMemoryDataset
 
-from gnnperf.build_config import BUILD_KINDS, BuildConfig
 from gnnperf.errors import DatasetError
-from gnnperf.hardware import host_of
+from gnnperf.hardware.spec import host_of
+from gnnperf.lowering.build_config import BUILD_KINDS, BuildConfig
 
 SPLITS = ("random", "leave-family-out", "leave-hw-out", "leave-cpu-out", "real-architectures")
 

@@ -7,13 +7,13 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from gnnperf.cpu_identity import signature_of_hw
 from gnnperf.data.dataset import existing_folder
 from gnnperf.data.splits import split_group
-from gnnperf.dataset_folder import DatasetFolder
-from gnnperf.hardware import host_of
+from gnnperf.hardware.cpu_identity import signature_of_hw
+from gnnperf.hardware.spec import host_of
 from gnnperf.measure.reference import aa_floor
-from gnnperf.shards import is_probed, iter_lines, latest_records, shard_paths
+from gnnperf.store.folder import DatasetFolder
+from gnnperf.store.shards import is_probed, iter_lines, latest_records, shard_paths
 
 
 def noise_pairs(root: str | os.PathLike[str] | DatasetFolder | None

@@ -12,9 +12,9 @@ from typing import Any
 import tvm
 from tvm import tirx
 
-from gnnperf.builds import kernel_hash, tune_context
-from gnnperf.feature_cache import default_cache, target_key
+from gnnperf.features.cache import default_cache, target_key
 from gnnperf.features.vocabulary import MS_FEATURE_DIM
+from gnnperf.lowering.schedules import kernel_hash, tune_context
 
 
 def _blocks_and_loops(func: tirx.PrimFunc) -> list[tuple[Any, list[tirx.For]]]:
@@ -163,7 +163,7 @@ def kernel_statics(func: tirx.PrimFunc, target: tvm.target.Target,
     TVM's analyses raise on kernels they cannot parse (a scan such as ``cumsum`` or
     ``topk`` has no root block for the schedule to get); such a kernel still runs, so it
     still gets a node, with zeros and a flag instead of the figures. Results are kept in
-    the feature cache (:mod:`gnnperf.feature_cache`), so a kernel is analysed once.
+    the feature cache (:mod:`gnnperf.features.cache`), so a kernel is analysed once.
     """
     cache = default_cache()
     struct_hash = f"{kernel_hash(func):016x}"

@@ -10,7 +10,7 @@ from tvm import relax, tirx
 from gnnperf.features.analyses import KernelStatics, kernel_statics
 from gnnperf.features.graph import KernelGraph, KernelNode, ops_of, tensor_bytes
 from gnnperf.features.vocabulary import OP_PATTERNS
-from gnnperf.lowering import LoweredModel
+from gnnperf.lowering.pipeline import LoweredModel
 
 #: Builtins that do no tensor work: allocation, checks and liveness bookkeeping.
 BOOKKEEPING_BUILTINS = frozenset(
@@ -105,7 +105,7 @@ def extract_graph(lowered: LoweredModel, *, ms_features: bool = True) -> KernelG
                     else:
                         param_bytes += nbytes
                 if name not in func_cache:
-                    # a tuned build is described by its workloads (see gnnperf.builds)
+                    # a tuned build is described by its workloads (see gnnperf.lowering.schedules)
                     analysed = (lowered.unscheduled.get(name, func)
                                 if lowered.build.kind == "tuned" else func)
                     func_cache[name] = kernel_statics(analysed, lowered.target, ms_features)

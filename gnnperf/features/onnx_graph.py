@@ -25,7 +25,7 @@ _ELEMWISE = {"Add", "Sub", "Mul", "Div", "Relu", "Sigmoid", "Tanh", "Erf", "Sqrt
 
 
 def extract_onnx_graph(model: Any) -> KernelGraph:
-    """One node per ONNX operator of a :func:`gnnperf.onnx_import.load_onnx` model.
+    """One node per ONNX operator of a :func:`gnnperf.frontend.load_onnx` model.
 
     The same encoding as the kernel graph, minus everything lowering adds (fusion,
     schedules, loop nests): what an NNLQP/DIPPM-style predictor sees.

@@ -1,7 +1,7 @@
 """A ``tuned`` kernel's candidate schedules, drawn without measuring them.
 
 The ``tuned`` build runs each kernel with the fastest of the S schedules that seeds
-``0..S-1`` draw from MetaSchedule's design space (:mod:`gnnperf.builds`). Which of them
+``0..S-1`` draw from MetaSchedule's design space (:mod:`gnnperf.lowering.schedules`). Which of them
 is fastest takes measuring; what they are does not. A prediction for a model nobody
 tuned draws them here and describes each as a kernel record stores it (analyses and
 trace), so the kernel cost model can predict the best one instead of guessing a tuned
@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from gnnperf.builds import TUNED_SCHEDULES, cached_sampled_schedule, kernel_hash
 from gnnperf.features.analyses import kernel_statics
 from gnnperf.features.extract import extract_graph
 from gnnperf.features.graph import KernelGraph
-from gnnperf.lowering import LoweredModel
+from gnnperf.lowering.pipeline import LoweredModel
+from gnnperf.lowering.schedules import TUNED_SCHEDULES, cached_sampled_schedule, kernel_hash
 
 
 def kernel_candidates(func: Any, target: Any, schedules: int = TUNED_SCHEDULES

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from gnnperf.errors import MeasurementError
-from gnnperf.hardware import HardwareSpec, cached_figures
+from gnnperf.hardware.spec import HardwareSpec, cached_figures
 from gnnperf.measure.guard import LoadProbe, wait_for_quiet
 from gnnperf.measure.reference import reference_library, summarise
 from gnnperf.measure.results import (

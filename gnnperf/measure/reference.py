@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gnnperf.hardware import REFERENCE_KERNELS, HardwareSpec, _cache_dir
+from gnnperf.hardware.spec import REFERENCE_KERNELS, HardwareSpec, _cache_dir
 
 if TYPE_CHECKING:
     import tvm
@@ -135,7 +135,7 @@ def reference_library(hw: HardwareSpec) -> Path:
         return path
     import tvm
 
-    from gnnperf.lowering import export_executable
+    from gnnperf.lowering.pipeline import export_executable
 
     return export_executable(tvm.compile(reference_module(), hw.target()), path)
 

@@ -35,7 +35,7 @@ def measure_remote(
 ) -> Measurement:
     """Measure a compiled library on a board reached through a TVM RPC tracker.
 
-    With ``kernels_path`` (see :func:`gnnperf.lowering.export_kernel_library`) every
+    With ``kernels_path`` (see :func:`gnnperf.lowering.pipeline.export_kernel_library`) every
     kernel is timed too: its arguments are captured by running the library once
     locally (values do not depend on the device) and uploaded to the board.
     """

@@ -1,0 +1,473 @@
+"""The kernel collector: every workload of the zoo, S sampled schedules each, timed alone.
+
+For each zoo model and ISA: lower it (``sampled:0``, whose kernels keep their names),
+run it once in a worker to capture each kernel's real argument tensors, and for each
+workload not yet measured on a hardware config: draw S schedules, compile the
+unscheduled kernel and the distinct schedules into one library, and time them in a
+random order with the reference kernels between them (measurement v2). Lines go to
+crash-safe shards under ``DIR/kernels``; a ``kernel_done`` line closes a (workload,
+hardware) pair, so a killed collector resumes at the workload it was timing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+import tvm
+from tqdm import tqdm
+
+from gnnperf import zoo
+from gnnperf.collect.kernels.database import tuned_databases
+from gnnperf.collect.kernels.ordering import cheapest_tuned_first, family_workloads, tuned_cost
+from gnnperf.collect.kernels.workloads import (
+    NOT_EXECUTED,
+    Candidate,
+    CandidateCompile,
+    KernelWorkload,
+    candidates,
+    capture_inputs,
+    model_workloads,
+)
+from gnnperf.collect.models import Collector, CollectSummary, package_versions
+from gnnperf.errors import GnnperfError, one_line
+from gnnperf.frontend import import_to_relax, load_onnx
+from gnnperf.hardware.spec import HardwareSpec
+from gnnperf.lowering.pipeline import lower
+from gnnperf.lowering.schedules import TUNED_SCHEDULES
+from gnnperf.measure import MeasureSettings, WorkerPool, wait_for_quiet
+from gnnperf.measure.local import FuncBatch, time_funcs
+from gnnperf.measure.reference import reference_library
+from gnnperf.measure.results import FuncTiming
+from gnnperf.store.folder import DatasetFolder
+from gnnperf.store.shards import ShardWriter, iter_lines
+
+#: schedules drawn per workload (MetaSchedule's design space, seeds 0..S-1)
+DEFAULT_SCHEDULES = TUNED_SCHEDULES
+#: the unscheduled kernel runs at about 1 GFLOP/s; above this it is not timed
+MAX_UNSCHEDULED_GFLOP = 0.5
+
+
+@dataclass
+class KernelSummary(CollectSummary):
+    """``done`` counts workloads timed; ``measurements`` the schedules timed in all;
+    ``tuned`` the whole-model ``tuned`` records."""
+
+    measurements: int = 0
+    tuned: CollectSummary = field(default_factory=CollectSummary)
+
+    @property
+    def rate_per_hour(self) -> float:
+        return self.measurements / self.seconds * 3600 if self.seconds else 0.0
+
+    def line(self) -> str:
+        return (f"{self.measurements} kernel measurements ({self.rate_per_hour:.0f}/h); "
+                f"workloads: {super().line()}; whole-model tuned records: "
+                f"{self.tuned.line()}")
+
+
+#: the orders in which :func:`collect_kernels` can visit the models
+Order = Literal["given", "cheapest-tuned"]
+ORDERS: tuple[Order, ...] = get_args(Order)
+#: workloads whose candidate libraries compile at once (code generation uses one core)
+COMPILED_TOGETHER = 2
+
+
+@dataclass
+class _Drawn:
+    """A workload's schedules, drawn and described, on their way to being compiled and
+    timed on the hardware configs still pending."""
+
+    w: KernelWorkload
+    pending: list[HardwareSpec]
+    cands: list[Candidate]
+    features: list[dict[str, Any]]
+    gflop: float
+    failed_seeds: dict[int, str]
+    sample_s: float
+    compile_s: float = 0.0
+    dropped: dict[str, str] = field(default_factory=dict)
+
+
+def _covers_tuned(line: dict[str, Any]) -> bool:
+    """Whether a line closing a (workload, hardware) pair covers it for a ``tuned`` build:
+    the pair was measured, or its kernel never runs (nothing to schedule)."""
+    return line["kind"] == "kernel_done" or line["stage"] == NOT_EXECUTED
+
+
+def _progress(folder: Path) -> tuple[set[str], set[str], dict[str, Any],
+                                     dict[tuple[str, str], set[str]]]:
+    """What a collector resumes from, in one pass over ``folder``'s shards: the
+    ``workload|hw_id`` pairs finished (measured, failed or never executed), those that
+    count as covered for a ``tuned`` build (measured, or never executed), the workloads
+    written (MetaSchedule's JSON of each) and the (model, ISA) pairs written, with the
+    workload ids of each."""
+    done: set[str] = set()
+    covered: set[str] = set()
+    workloads: dict[str, Any] = {}
+    models: dict[tuple[str, str], set[str]] = {}
+    kinds = ("kernel_done", "kernel_failure", "kernel_workload", "kernel_model")
+    for o in iter_lines(folder, kinds=kinds) if folder.exists() else ():
+        if o["kind"] == "kernel_workload":
+            workloads[o["workload_id"]] = o["ms_workload"]
+        elif o["kind"] == "kernel_model":
+            models[(o["model_id"], o["isa"])] = set(o["kernels"].values())
+        else:
+            done.add(o["key"])
+            if _covers_tuned(o):
+                covered.add(o["key"])
+    return done, covered, workloads, models
+
+
+class KernelCollector:
+    """Measures the workloads of zoo models into ``DIR/kernels`` (resumable)."""
+
+    def __init__(self, out: str | Path, hw: Sequence[tuple[str, int]], *,
+                 schedules: int = DEFAULT_SCHEDULES, settings: MeasureSettings | None = None,
+                 max_unscheduled_gflop: float = MAX_UNSCHEDULED_GFLOP,
+                 shard_prefix: str | None = None, tuned: bool = True) -> None:
+        if schedules < 1:
+            raise GnnperfError(f"--schedules must be at least 1, got {schedules}")
+        self.root = DatasetFolder.resolve(out)
+        self.folder = self.root.kernels
+        self.tuned = tuned
+        self.schedules = schedules
+        self.settings = settings or MeasureSettings(quiet_timeout_s=float("inf"))
+        self.max_unscheduled_gflop = max_unscheduled_gflop
+        self.isas: dict[str, list[int]] = {}
+        for isa, threads in hw:
+            self.isas.setdefault(isa, []).append(threads)
+        self.done, self.covered, self.workloads_written, self.models_written = \
+            _progress(self.folder)
+        self.stored_funcs: dict[str, Any] = {}
+        host = socket.gethostname().split(".")[0] or "host"
+        self.writer = ShardWriter(self.folder, shard_prefix or f"kernels-{host}")
+        self.hw_specs: dict[tuple[str, int], HardwareSpec] = {}
+        #: per hardware id, the measured schedules as a MetaSchedule database, kept
+        #: current as records are written, and the collector of whole-model tuned records
+        self.databases: dict[str, Any] = {}
+        self.tuned_collectors: dict[str, Collector] = {}
+        self.workers = WorkerPool()
+        self.versions = package_versions()
+
+    # -- resources --------------------------------------------------------------------------
+    def hw(self, isa: str, threads: int) -> HardwareSpec:
+        """One of the run's hardware configs (those given as ``hw``), described on first
+        use together with all the others."""
+        if not self.hw_specs:
+            self._open_hardware()
+        return self.hw_specs[(isa, threads)]
+
+    def _open_hardware(self) -> None:
+        """Describe every hardware config of the run and read their databases of measured
+        schedules, all in one pass over the kernel shards (a pass per id took minutes)."""
+        for isa, threads_list in self.isas.items():
+            for threads in threads_list:
+                spec = HardwareSpec.local(isa, threads)
+                self.hw_specs[(isa, threads)] = dataclasses.replace(spec, host=spec.cpu_id)
+        # an id with nothing measured yet starts with an empty database
+        self.databases = tuned_databases(self.root, [h.hw_id for h in self.hw_specs.values()],
+                                         require=False)
+
+    def cheapest_tuned_first(self, specs: Sequence[zoo.ModelSpec]) -> list[zoo.ModelSpec]:
+        """``specs`` in the order that gives whole-model ``tuned`` records soonest
+        (:func:`.ordering.cheapest_tuned_first`), judged from what the collector has
+        stored so far (the ``tuned`` keys done are the whole-model collectors')."""
+        if not self.tuned:
+            raise GnnperfError("ordering for tuned records needs a collector that makes them")
+        if not self.hw_specs:
+            self._open_hardware()
+        tuned_done = set().union(*(self.tuned_collector(h).done
+                                   for h in self.hw_specs.values()))
+        isa_hw_ids: dict[str, list[str]] = {}
+        for (isa, _), h in self.hw_specs.items():
+            isa_hw_ids.setdefault(isa, []).append(h.hw_id)
+        sizes = family_workloads(self.models_written)
+        costs = {s.model_id: tuned_cost(s.model_id, isa_hw_ids, self.models_written, self.done,
+                                        self.covered, tuned_done, sizes) for s in specs}
+        return cheapest_tuned_first(specs, costs)
+
+    def tuned_collector(self, hw: HardwareSpec) -> Collector:
+        """Whole-model ``tuned`` records of ``hw``, into the dataset's record shards."""
+        if hw.hw_id not in self.tuned_collectors:
+            self.tuned_collectors[hw.hw_id] = Collector(
+                self.root.shards, [(hw.isa, hw.threads)], ["tuned"], settings=self.settings,
+                database=self.databases[hw.hw_id],
+                record_extra={"tuned": {"schedules_per_workload": self.schedules,
+                                        "rule": "fastest mean of the sampled schedules "
+                                                "measured alone (MetaSchedule top-1)"}},
+                shard_prefix=f"tuned-{socket.gethostname().split('.')[0] or 'host'}-"
+                             f"{hw.isa}-{hw.threads}t")
+        return self.tuned_collectors[hw.hw_id]
+
+    def close(self) -> None:
+        self.workers.close()
+        self.writer.close()
+        for collector in self.tuned_collectors.values():
+            collector.close()
+
+    def as_stored(self, w: KernelWorkload) -> KernelWorkload:
+        """``w`` as the dataset stored it, written from the model that first had it.
+
+        Two kernels with one structure (one workload id) may name their blocks and buffers
+        differently, and a schedule's trace names the blocks it transforms: drawn on the
+        stored function, the schedules replay on the stored workload, as MetaSchedule's
+        database (and the ``tuned`` build that queries it) replays them."""
+        from tvm.s_tir.meta_schedule.database import Workload
+
+        if w.workload_id not in self.stored_funcs:
+            self.stored_funcs[w.workload_id] = Workload.from_json(
+                self.workloads_written[w.workload_id]).mod["main"]
+        return KernelWorkload(w.workload_id, w.name, self.stored_funcs[w.workload_id])
+
+    # -- one model --------------------------------------------------------------------------
+    def collect_model(self, spec: zoo.ModelSpec, summary: KernelSummary) -> None:
+        onnx_model = None  # exported once for the kernels and the tuned records alike
+        for isa, threads_list in self.isas.items():
+            hws = [self.hw(isa, t) for t in threads_list]
+            stage = "lower"
+            try:
+                if onnx_model is None:
+                    onnx_model = zoo.export_onnx(spec)
+                mod = import_to_relax(load_onnx(onnx_model))
+                lowered = lower(mod, hws[0].target(), "sampled:0")
+                workloads = model_workloads(lowered)
+                if (spec.model_id, isa) not in self.models_written:
+                    self.writer.append({
+                        "kind": "kernel_model", "model_id": spec.model_id,
+                        "model": spec.to_dict(), "isa": isa,
+                        "kernels": {w.name: w.workload_id for w in workloads}})
+                    self.models_written[(spec.model_id, isa)] = {w.workload_id
+                                                                  for w in workloads}
+                todo = [w for w in workloads
+                        if any(f"{w.workload_id}|{h.hw_id}" not in self.done for h in hws)]
+                summary.skipped += len(workloads) - len(todo)
+                if todo:
+                    stage = "capture"
+                    self._time_workloads(spec, lowered, todo, hws, summary)
+                if self.tuned:
+                    # the model as a tuned build, once every kernel of it has its schedules
+                    stage = "tuned"
+                    for h in hws:
+                        if all(f"{w.workload_id}|{h.hw_id}" in self.covered for w in workloads):
+                            self.tuned_collector(h).run_model(spec, summary.tuned,
+                                                              tqdm(disable=True), onnx_model)
+            except Exception as exc:
+                summary.failed += 1
+                summary.failures[stage] += 1
+                self.writer.append({"kind": "kernel_model_failure", "model_id": spec.model_id,
+                                    "isa": isa, "stage": stage, "reason": one_line(exc, 300)})
+
+    def _time_workloads(self, spec: zoo.ModelSpec, lowered: Any, todo: list[KernelWorkload],
+                        hws: list[HardwareSpec], summary: KernelSummary) -> None:
+        """Capture the model's kernel inputs in one run, then time each workload's schedules,
+        :data:`COMPILED_TOGETHER` workloads at a time: their libraries compile together
+        (one core each), then each is timed on a machine where nothing compiles."""
+        with tempfile.TemporaryDirectory(prefix="gnnperf-kernels-") as tmp:
+            wait_for_quiet(self.settings.max_other_load, None)
+            captured = capture_inputs(spec, lowered, Path(tmp),
+                                      self.workers.get(hws[-1].threads), self.settings)
+            for first in range(0, len(todo), COMPILED_TOGETHER):
+                drawn = [d for w in todo[first:first + COMPILED_TOGETHER]
+                         if (d := self._draw(w, spec, hws, captured, summary)) is not None]
+                with tempfile.TemporaryDirectory(prefix="gnnperf-cands-") as libs:
+                    compiled = self._compile(drawn, hws[0].target(), Path(libs), summary)
+                    for d, lib in compiled:
+                        self._time(d, lib, spec, captured, summary)
+
+    def _draw(self, w: KernelWorkload, spec: zoo.ModelSpec, hws: Sequence[HardwareSpec],
+              captured: dict[str, Path], summary: KernelSummary) -> _Drawn | None:
+        """Store the workload if it is new and draw its schedules; None when there is
+        nothing to time (its kernel never runs, or no schedule could be drawn)."""
+        from tvm.s_tir.meta_schedule.database import Workload
+
+        pending = [h for h in hws if f"{w.workload_id}|{h.hw_id}" not in self.done]
+        if w.workload_id not in self.workloads_written:
+            stored = Workload(w.module()).as_json()
+            self.writer.append({"kind": "kernel_workload", "workload_id": w.workload_id,
+                                "name": w.name, "first_model": spec.model_id,
+                                "ms_workload": stored})
+            self.workloads_written[w.workload_id] = stored
+        else:
+            w = self.as_stored(w)
+        if w.name not in captured:
+            # not a kernel that runs: e.g. a reshape the VM performs as a builtin
+            for h in pending:
+                self._fail(w, h, NOT_EXECUTED, "not called with tensor arguments in the "
+                                               "model run")
+            summary.skipped += 1
+            return None
+        target = hws[0].target()
+        try:
+            started = time.perf_counter()
+            gflop = _gflop(w, target)
+            cands, failed_seeds = candidates(
+                w, target, self.schedules, unscheduled=gflop <= self.max_unscheduled_gflop)
+            if not cands:
+                raise GnnperfError("no schedule could be drawn")
+            # our features of each timed program (TIR analyses, TVM's PerStoreFeature)
+            features = [_features(c, target) for c in cands]
+        except Exception as exc:
+            self._workload_failed(w, pending, "sample", exc, summary)
+            return None
+        return _Drawn(w, pending, cands, features, gflop, failed_seeds,
+                      time.perf_counter() - started)
+
+    def _compile(self, drawn: list[_Drawn], target: tvm.target.Target, folder: Path,
+                 summary: KernelSummary) -> list[tuple[_Drawn, Path]]:
+        """Compile the drawn workloads' libraries at the same time and wait for all of
+        them; each workload's ``compile_s`` is its share of that wall time, so that
+        the per-hour figure of the dataset stays the collector's real rate."""
+        started = time.perf_counter()
+        jobs = [(d, folder / f"cands{i}.so") for i, d in enumerate(drawn)]
+        running = [(d, path, CandidateCompile(d.cands, target, path)) for d, path in jobs]
+        done: list[tuple[_Drawn, Path]] = []
+        for d, path, job in running:
+            try:
+                kept, dropped = job.result()
+            except Exception as exc:
+                self._workload_failed(d.w, d.pending, "compile", exc, summary)
+                continue
+            d.dropped = {("unscheduled" if not d.cands[j].seeds else
+                          ",".join(map(str, d.cands[j].seeds))): why
+                         for j, why in dropped.items()}
+            d.cands = [d.cands[j] for j in kept]
+            d.features = [d.features[j] for j in kept]
+            done.append((d, path))
+        share = (time.perf_counter() - started) / max(1, len(running))
+        for d, _ in done:
+            d.compile_s = share
+        return done
+
+    def _time(self, d: _Drawn, lib: Path, spec: zoo.ModelSpec, captured: dict[str, Path],
+              summary: KernelSummary) -> None:
+        """Time a workload's compiled candidates on each hardware config still pending."""
+        w = d.w
+        names = [f"cand{j}" for j in range(len(d.cands))]
+        args = captured[w.name]
+        try:
+            for h in d.pending:
+                start = time.perf_counter()
+                batch = time_funcs(
+                    lib, dict.fromkeys(names, args), self.workers.get(h.threads),
+                    settings=self.settings, reference=reference_library(h),
+                    seed=int(w.workload_id, 16) % 2**31)
+                for cand, timing, feats in zip(d.cands, batch.timings, d.features,
+                                               strict=True):
+                    self._record(w, h, cand, timing, batch, spec, d.gflop, feats)
+                self._close_pair({
+                    "kind": "kernel_done", "key": f"{w.workload_id}|{h.hw_id}",
+                    "candidates": len(d.cands), "schedules_drawn": self.schedules,
+                    "failed_seeds": d.failed_seeds, "dropped": d.dropped,
+                    "unscheduled_timed": not d.cands[0].seeds,
+                    "sample_s": round(d.sample_s, 3), "compile_s": round(d.compile_s, 3),
+                    "compiled_together": COMPILED_TOGETHER,
+                    "measure_s": round(time.perf_counter() - start, 3)})
+                summary.measurements += len(d.cands)
+            summary.done += 1
+        except Exception as exc:
+            self._workload_failed(w, d.pending, "measure", exc, summary)
+
+    def _workload_failed(self, w: KernelWorkload, pending: Sequence[HardwareSpec], stage: str,
+                         exc: Exception, summary: KernelSummary) -> None:
+        for h in pending:
+            if f"{w.workload_id}|{h.hw_id}" not in self.done:
+                self._fail(w, h, stage, one_line(exc, 300))
+        summary.failed += 1
+        summary.failures[stage] += 1
+
+    def _record(self, w: KernelWorkload, hw: HardwareSpec, cand: Candidate, timing: FuncTiming,
+                batch: FuncBatch, spec: zoo.ModelSpec, gflop: float,
+                features: dict[str, Any]) -> None:
+        import tvm_ffi
+        from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+        from tvm.s_tir.meta_schedule.database import TuningRecord
+
+        db = self.databases[hw.hw_id]
+        record = TuningRecord(cand.trace, db.commit_workload(w.module()),
+                              [v / 1e3 for v in timing.stats.samples_ms], hw.target(),
+                              ArgInfo.from_prim_func(w.func))
+        if cand.seeds:  # the tuned build's database learns of it at once
+            db.commit_tuning_record(record)
+        cand_id = f"{int(tvm_ffi.structural_hash(cand.func)) & 0xFFFFFFFFFFFF:012x}"
+        self.writer.append({
+            "kind": "kernel_record", "key": f"{w.workload_id}|{hw.hw_id}|{cand_id}",
+            "workload_id": w.workload_id, "hw_id": hw.hw_id, "hw": hw.to_dict(),
+            "schedule": cand.schedule, "seeds": cand.seeds, "ms_record": record.as_json(),
+            "latency": timing.stats.label(), "slowdown": timing.slowdown,
+            "tries": timing.tries, "reference": batch.reference,
+            "other_load": batch.other_load, "attempts": batch.attempts, "gflop": gflop,
+            "model_id": spec.model_id, "kernel": w.name, "features": features,
+            "settings": self.settings.to_dict(),
+            "versions": self.versions, "created_at": time.time()})
+
+    def _fail(self, w: KernelWorkload, hw: HardwareSpec, stage: str, reason: str) -> None:
+        self._close_pair({"kind": "kernel_failure", "key": f"{w.workload_id}|{hw.hw_id}",
+                          "workload_id": w.workload_id, "hw_id": hw.hw_id, "stage": stage,
+                          "reason": reason, "created_at": time.time()})
+
+    def _close_pair(self, line: dict[str, Any]) -> None:
+        """Write the line that closes a (workload, hardware) pair and note it as done and,
+        by the same rule :func:`_progress` reads back, as covered for a ``tuned`` build."""
+        self.writer.append(line)
+        self.done.add(line["key"])
+        if _covers_tuned(line):
+            self.covered.add(line["key"])
+
+
+def _features(cand: Candidate, target: tvm.target.Target) -> dict[str, Any]:
+    from gnnperf.features import kernel_statics
+
+    return kernel_statics(cand.func, target).candidate_features()
+
+
+def _gflop(w: KernelWorkload, target: tvm.target.Target) -> float:
+    from gnnperf.features import kernel_statics
+
+    return kernel_statics(w.func, target, ms_features=False).flops / 1e9
+
+
+def collect_kernels(out: str | Path, specs: Sequence[zoo.ModelSpec],
+                    hw: Sequence[tuple[str, int]], *, schedules: int = DEFAULT_SCHEDULES,
+                    settings: MeasureSettings | None = None,
+                    max_unscheduled_gflop: float = MAX_UNSCHEDULED_GFLOP,
+                    max_minutes: float | None = None, progress: bool = True,
+                    order: Order = "given") -> KernelSummary:
+    """Measure the workloads of ``specs`` (see :func:`gnnperf.collect.models.interleaved_specs`);
+    stops cleanly after ``max_minutes`` (the model in progress is finished first).
+
+    ``order``: ``given`` visits ``specs`` as given; ``cheapest-tuned`` visits next, each
+    time, the model whose whole-model ``tuned`` records need the fewest kernel
+    measurements, and skips those with nothing left to do
+    (:func:`.ordering.cheapest_tuned_first`)."""
+    if order not in ORDERS:
+        raise GnnperfError(f"--order must be one of {', '.join(ORDERS)}, got '{order}'")
+    summary = KernelSummary()
+    start = time.time()
+    collector = KernelCollector(out, hw, schedules=schedules, settings=settings,
+                                max_unscheduled_gflop=max_unscheduled_gflop)
+    try:
+        remaining = list(specs)
+        with tqdm(total=len(remaining), desc="kernels", unit="model",
+                  disable=not progress) as bar:
+            while remaining:
+                if max_minutes is not None and (time.time() - start) / 60 > max_minutes:
+                    break
+                if order == "cheapest-tuned":  # ranked again: the last visit changed costs
+                    remaining = collector.cheapest_tuned_first(remaining)
+                    bar.total = bar.n + len(remaining)
+                    if not remaining:
+                        break
+                collector.collect_model(remaining.pop(0), summary)
+                summary.seconds = time.time() - start
+                bar.update()
+    finally:
+        collector.close()
+    summary.seconds = time.time() - start
+    return summary

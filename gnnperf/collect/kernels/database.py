@@ -1,0 +1,233 @@
+"""The kernel shards read back: records, statistics, and a MetaSchedule database."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import tempfile
+from collections import Counter, defaultdict
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gnnperf.collect.kernels.workloads import NOT_EXECUTED
+from gnnperf.errors import DatasetError
+from gnnperf.hardware.cpu_identity import signature_of_hw
+from gnnperf.measure.reference import aa_floor
+from gnnperf.store.folder import DatasetFolder
+from gnnperf.store.shards import iter_lines
+
+
+def _kernels_folder(root: str | os.PathLike[str] | DatasetFolder | None) -> Path:
+    return DatasetFolder.resolve(root).kernels
+
+
+def kernel_records(root: str | os.PathLike[str] | DatasetFolder | None = None,
+                   hw_id: str | None = None) -> Iterator[dict[str, Any]]:
+    """Every measured schedule (``kernel_record`` line), optionally of one hardware id."""
+    folder = _kernels_folder(root)
+    if not folder.exists():
+        return
+    for rec in iter_lines(folder, kinds=("kernel_record",)):
+        if hw_id is None or rec["hw_id"] == hw_id:
+            yield rec
+
+
+def kernel_stats(root: str | os.PathLike[str] | DatasetFolder | None = None) -> dict[str, Any]:
+    """The kernel dataset's size, cost and noise floor, as ``gnnperf dataset stats`` prints
+    it, from one pass over the kernel shards.
+
+    ``schedules_per_workload_median``: per workload, the distinct sampled schedules
+    measured (on any hardware config; the unscheduled kernel not counted).
+    ``kernel_noise_floor_by_cpu``: per CPU signature, the A/A floor (:func:`aa_floor`)
+    of the ``kernel_remeasure`` lines of the folder's ``noise/``.
+    """
+    folder = DatasetFolder.resolve(root)
+    again = {o["key"]: o for o in iter_lines(folder.noise, kinds=("kernel_remeasure",))} \
+        if folder.noise.exists() else {}
+    measurements = 0
+    sampled: dict[str, set[str]] = defaultdict(set)
+    workloads: set[str] = set()
+    cpus: set[str] = set()
+    pairs: set[tuple[str, str]] = set()
+    stages: Counter[str] = Counter()
+    noise: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = defaultdict(list)
+    # cost: sampling and compiling once per workload, timing once per hardware config
+    timed = cost_s = 0.0
+    costed: set[str] = set()
+    kinds = ("kernel_record", "kernel_failure", "kernel_done")
+    for o in iter_lines(folder.kernels, kinds=kinds) if folder.kernels.exists() else ():
+        if o["kind"] == "kernel_failure":
+            stages[o["stage"]] += 1
+        elif o["kind"] == "kernel_done":
+            wid = o["key"].split("|", 1)[0]
+            if "measure_s" in o and "sample_s" in o:
+                timed += o["candidates"]
+                cost_s += o["measure_s"] + (0.0 if wid in costed else
+                                            o["sample_s"] + o["compile_s"])
+                costed.add(wid)
+        else:
+            measurements += 1
+            workloads.add(o["workload_id"])
+            pairs.add((o["workload_id"], o["hw_id"]))
+            if o["schedule"] != "unscheduled":
+                sampled[o["workload_id"]].add(o["key"].rsplit("|", 1)[-1])
+            cpu = signature_of_hw(o["hw"]).id
+            cpus.add(cpu)
+            if o["key"] in again:
+                noise[cpu].append((o, again[o["key"]]))
+    not_executed = stages.pop(NOT_EXECUTED, 0)
+    counts = [len(sampled.get(w, ())) for w in workloads]
+    return {
+        "kernel_measurements": measurements,
+        "kernel_workloads": len(workloads),
+        "kernel_workload_hw_pairs": len(pairs),
+        "schedules_per_workload_median": statistics.median(counts) if counts else 0,
+        "kernel_cpus": len(cpus),
+        "kernel_cpu_ids": sorted(cpus),
+        "kernel_failures": sum(stages.values()),
+        "kernel_failures_by_stage": dict(stages),
+        "kernel_workloads_not_executed": not_executed,
+        "kernel_measurements_per_hour": round(timed / cost_s * 3600) if cost_s else None,
+        "kernel_noise_floor_by_cpu": {cpu: aa_floor(p, "latency")
+                                      for cpu, p in sorted(noise.items())},
+    }
+
+
+def _mean_run_s(rec: dict[str, Any]) -> float:
+    """A kernel record's mean run time as MetaSchedule ranks it (its tuning record's
+    ``run_secs``)."""
+    return statistics.fmean(rec["ms_record"][1])
+
+
+@dataclass
+class _Sampled:
+    """The sampled schedules of some hardware ids, read in one pass over the shards."""
+
+    workloads: dict[str, Any]  # workload id -> MetaSchedule's JSON of the workload
+    records: dict[str, list[dict[str, Any]]]  # hardware id -> its kernel records
+    measured_ids: set[str]  # every hardware id with a kernel record, for error messages
+
+
+def _read_sampled(root: str | os.PathLike[str] | DatasetFolder | None,
+                  hw_ids: Collection[str], best_only: bool) -> _Sampled:
+    """The sampled schedules of ``hw_ids``; with ``best_only`` only each workload's fastest
+    (what a build applying the database reads: parsing ~30,000 traces took the collector
+    minutes per hardware id at start).
+
+    One pass serves every id: each pass parses and verifies every line of the shards
+    (~100,000), which took a minute or more. The unscheduled kernel's timings are the
+    baseline, not a tuning record: MetaSchedule's search never proposes it, so it is
+    left out.
+    """
+    folder = _kernels_folder(root)
+    workloads: dict[str, Any] = {}
+    records: dict[str, list[dict[str, Any]]] = {h: [] for h in hw_ids}
+    best: dict[str, dict[str, dict[str, Any]]] = {h: {} for h in hw_ids}
+    measured: set[str] = set()
+    kinds = ("kernel_workload", "kernel_record")
+    for o in iter_lines(folder, kinds=kinds) if folder.exists() else ():
+        if o["kind"] == "kernel_workload":
+            workloads[o["workload_id"]] = o["ms_workload"]
+            continue
+        measured.add(o["hw_id"])
+        if o["hw_id"] not in records or o["schedule"] == "unscheduled":
+            continue
+        if not best_only:
+            records[o["hw_id"]].append(o)
+            continue
+        held = best[o["hw_id"]].get(o["workload_id"])
+        if held is None or _mean_run_s(o) < _mean_run_s(held):
+            best[o["hw_id"]][o["workload_id"]] = o
+    if best_only:
+        records = {h: list(by_workload.values()) for h, by_workload in best.items()}
+    return _Sampled(workloads, records, measured)
+
+
+def _fill(db: Any, sampled: _Sampled, hw_id: str) -> int:
+    """Commit ``hw_id``'s sampled schedules (workloads and tuning records) to ``db``;
+    returns the records committed."""
+    from tvm.s_tir.meta_schedule.database import TuningRecord, Workload
+
+    committed: dict[str, Any] = {}
+    for rec in sampled.records[hw_id]:
+        wid = rec["workload_id"]
+        if wid not in committed:
+            committed[wid] = db.commit_workload(
+                Workload.from_json(sampled.workloads[wid]).mod)
+        db.commit_tuning_record(TuningRecord.from_json(rec["ms_record"], committed[wid]))
+    return len(sampled.records[hw_id])
+
+
+def _nothing_measured(root: str | os.PathLike[str] | DatasetFolder | None, hw_id: str,
+                      sampled: _Sampled) -> DatasetError:
+    known = sorted(sampled.measured_ids)
+    return DatasetError(f"no kernel records of hardware '{hw_id}' under "
+                        f"{_kernels_folder(root)}"
+                        + (f" (it has: {', '.join(known)})" if known else ""))
+
+
+def tuned_databases(root: str | os.PathLike[str] | DatasetFolder | None,
+                    hw_ids: Collection[str], *, require: bool = True) -> dict[str, Any]:
+    """Per hardware id, an in-memory MetaSchedule database of its fastest measured schedule
+    per workload: what the ``tuned`` build applies (MetaSchedule ranks a workload's records
+    by mean run time, so the others would never be read; :func:`export_database` keeps
+    all). The shards are read once for all the ids.
+
+    An id with nothing measured raises :class:`DatasetError`, or with ``require=False``
+    gets an empty database (a collector starting on a new machine).
+    """
+    from tvm.s_tir.meta_schedule.database import MemoryDatabase
+
+    hw_ids = list(hw_ids)
+    if not hw_ids:
+        return {}
+    sampled = _read_sampled(root, set(hw_ids), best_only=True)
+    databases: dict[str, Any] = {}
+    for hw_id in hw_ids:
+        databases[hw_id] = MemoryDatabase()
+        if not _fill(databases[hw_id], sampled, hw_id) and require:
+            raise _nothing_measured(root, hw_id, sampled)
+    return databases
+
+
+def tuned_database(root: str | os.PathLike[str] | DatasetFolder | None, hw_id: str) -> Any:
+    """:func:`tuned_databases` of one hardware id."""
+    return tuned_databases(root, [hw_id])[hw_id]
+
+
+def export_database(root: str | os.PathLike[str] | DatasetFolder | None, hw_id: str,
+                    out: str | os.PathLike[str]) -> Path:
+    """Write the sampled schedules of ``hw_id`` as a MetaSchedule ``JSONDatabase``
+    (``database_workload.json``, ``database_tuning_record.json`` in ``out``).
+
+    ``relax.transform.MetaScheduleApplyDatabase`` then schedules a model's kernels with
+    the fastest measured schedule of each. The folder is written beside ``out`` and
+    renamed into place, so a failed export leaves no half database.
+    """
+    from tvm.s_tir.meta_schedule.database import JSONDatabase
+
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        sampled = _read_sampled(root, {hw_id}, best_only=False)
+        if not _fill(JSONDatabase(str(tmp / "database_workload.json"),
+                                  str(tmp / "database_tuning_record.json"),
+                                  allow_missing=True), sampled, hw_id):
+            raise _nothing_measured(root, hw_id, sampled)
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def kernel_noise_floor_by_cpu(root: str | os.PathLike[str] | DatasetFolder | None
+                              ) -> dict[str, dict[str, Any]]:
+    """Per CPU signature: the A/A floor of kernel timings (see :func:`kernel_stats`)."""
+    return kernel_stats(root)["kernel_noise_floor_by_cpu"]
