@@ -15,7 +15,6 @@ from torch_geometric.data import Data
 
 from gnnperf.bench import QUICK, SplitRun, run, targets
 from gnnperf.bench.methods import (
-    conformal_interval,
     drop_untrained_builds,
     pin_unvaried_hardware,
 )
@@ -35,7 +34,8 @@ from gnnperf.bench.results import (
 )
 from gnnperf.bench.splits import calibration_positions, plan_runs
 from gnnperf.data import LatencyDataset, feature_names
-from gnnperf.errors import GnnperfError
+from gnnperf.errors import CheckpointError, GnnperfError
+from gnnperf.estimators.base import ConformalEstimator
 from gnnperf.estimators.baselines import (
     LearnedKernelModel,
     Roofline,
@@ -78,8 +78,8 @@ def test_roofline_uses_flops_bytes_peak_and_bandwidth() -> None:
     slow.y, fast.y, other.y = (torch.tensor([math.log(v)]) for v in (840.0, 3360.0, 42.0))
     slow.build = fast.build = "sampled:0"
     other.build = "default"
-    model = Roofline().fit([slow, fast, other])
-    assert model.predict([g, other]) == pytest.approx([4 * 420.0, 42.0], rel=1e-4)
+    model = Roofline().fit([slow, fast, other], [slow, fast, other])
+    assert model.predict_point([g, other]) == pytest.approx([4 * 420.0, 42.0], rel=1e-4)
 
 
 def test_quick_benchmark_writes_the_report_and_resumes(small_root: Path, tmp_path: Path,
@@ -318,16 +318,49 @@ def test_targets_compare_the_gnn_with_baselines_oracle_floor_and_builds() -> Non
             if t["split"] == "random"}["gnn 90% interval covers 85-95%"] == 4.0
 
 
-def test_conformal_interval_covers_the_validation_errors() -> None:
+class _Noisy(ConformalEstimator):
+    """A point estimate that is the truth times a known log-normal error."""
+
+    name = "noisy"
+
+    def __init__(self, errors: dict[str, float]) -> None:
+        super().__init__()
+        self.errors = errors
+
+    def fit_point(self, train, val) -> None:  # noqa: ANN001 - the interface's types
+        pass
+
+    def predict_point(self, graphs) -> np.ndarray:  # noqa: ANN001
+        return np.array([math.exp(float(g.y)) * self.errors[str(g.key)] for g in graphs])
+
+
+def _labelled(n: int, rng: np.random.Generator) -> list:
+    graphs = []
+    for i in range(n):
+        g = _graph([], 1)
+        g.y = torch.tensor([float(rng.normal(0, 1))])
+        g.key, g.v2 = f"m{i}", torch.tensor([True])
+        graphs.append(g)
+    return graphs
+
+
+def test_a_conformal_estimator_interval_covers_the_validation_errors(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
-    true = np.exp(rng.normal(0, 1, 2000))
-    pred = true * np.exp(rng.normal(0, 0.2, 2000))
-    low, high = conformal_interval(pred[:1000], true[:1000], pred[1000:])
-    inside = np.mean((true[1000:] >= low) & (true[1000:] <= high))
+    graphs = _labelled(2000, rng)
+    est = _Noisy({str(g.key): math.exp(rng.normal(0, 0.2)) for g in graphs})
+    out = est.fit(graphs[:10], graphs[:1000]).predict(graphs[1000:])
+    true = np.array([math.exp(float(g.y)) for g in graphs[1000:]])
+    inside = np.mean((true >= out.low_ms) & (true <= out.high_ms))
     assert 0.87 <= inside <= 0.93
+    assert (out.low_ms < out.ms).all() and (out.ms < out.high_ms).all()
+    # what save writes, load reads back, with the same interval
+    again = _Noisy.load(est.save(tmp_path / "noisy.pkl")).predict(graphs[1000:])
+    assert np.array_equal(again.high_ms, out.high_ms)
+    with pytest.raises(CheckpointError):
+        Roofline.load(tmp_path / "noisy.pkl")
     # NaN predictions (an oracle without kernel labels) are ignored, not propagated
-    low, high = conformal_interval(np.array([1.0, np.nan, 1.1]), np.ones(3), np.array([2.0]))
-    assert np.isfinite(low).all() and high[0] == pytest.approx(2.2)
+    nan = _Noisy({"m0": 1.0, "m1": float("nan"), "m2": 1.1}).fit([], graphs[:3])
+    assert nan.log_q == pytest.approx(math.log(1.1))
 
 
 def test_the_conformal_quantile_is_the_finite_sample_rank() -> None:

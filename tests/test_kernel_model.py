@@ -481,7 +481,7 @@ def test_the_kernel_model_sum_baseline_sums_tir_kernels_and_scales_per_machine(
     per_node = summed.kernel_ms(graphs[0])
     assert (per_node[~graphs[0].kernel_model_mask.numpy()] == 0).all()
     assert (per_node[graphs[0].kernel_model_mask.numpy()] > 0).all()
-    pred = summed.fit(graphs).predict(graphs)
+    pred = summed.fit(graphs, graphs).predict(graphs).ms
     log_gap = np.log(pred) - np.array([float(g.y) for g in graphs])
     hw = np.array([g.hw_id for g in graphs])
     for h in set(hw):  # the fitted scale centres each machine's errors

@@ -26,16 +26,18 @@ from torch_geometric.data import Data
 from gnnperf.bench.config import BenchConfig
 from gnnperf.bench.results import MethodResult, SplitResult
 from gnnperf.bench.splits import SplitRun, build_kind, graph_gflop
-from gnnperf.data import LatencyDataset, calibration_mask, feature_names, split_indices
+from gnnperf.data import LatencyDataset, feature_names, split_indices
 from gnnperf.errors import GnnperfError
+from gnnperf.estimators.base import LatencyEstimator
 from gnnperf.estimators.baselines import (
+    CriticalPath,
     KernelModelSum,
-    LearnedKernelModel,
+    LearnedKernelSum,
+    MeasuredKernelSum,
     Roofline,
-    measured_kernel_sum,
 )
 from gnnperf.estimators.gnn.config import TrainConfig
-from gnnperf.estimators.gnn.training import INTERVAL_COVERAGE, train_model
+from gnnperf.estimators.gnn.estimator import GNNEstimator
 from gnnperf.estimators.kernel import (
     KernelTrainConfig,
     kernel_feature_names,
@@ -46,7 +48,6 @@ from gnnperf.estimators.kernel import (
     workloads_of_models,
 )
 from gnnperf.hardware.spec import host_of
-from gnnperf.metrics import conformal_quantile
 
 #: GNN variants on the kernel graph; ``gnn_onnx_graph`` trains ``gnn`` on operator graphs.
 GNN_VARIANTS = {"gnn": {}, "gnn_no_aux": {"aux_weight": 0.0}, "gnn_no_hw": {"use_hw": False}}
@@ -54,17 +55,6 @@ BASELINES = ("measured_kernel_sum", "learned_kernel_sum", "kernel_model_sum", "r
              "critical_path")
 #: additive methods that learn from data (the GNN must beat the best of them)
 LEARNED_ADDITIVE = ("learned_kernel_sum", "kernel_model_sum", "roofline", "critical_path")
-
-
-def conformal_interval(val_pred: np.ndarray, val_true: np.ndarray, pred: np.ndarray,
-                       coverage: float = INTERVAL_COVERAGE) -> tuple[np.ndarray, np.ndarray]:
-    """Split-conformal interval: ``pred`` times exp(±q), q the finite-sample
-    ``coverage`` quantile of the validation models' |log(pred / true)|."""
-    q = conformal_quantile(np.abs(np.log(np.asarray(val_pred, float)
-                                         / np.asarray(val_true, float))), coverage)
-    if math.isnan(q):
-        return np.full_like(pred, np.nan), np.full_like(pred, np.nan)
-    return pred * math.exp(-q), pred * math.exp(q)
 
 
 def pin_unvaried_hardware(graphs: list[Data], train_idx: Sequence[int],
@@ -151,31 +141,24 @@ def split_kernel_model(root: Path, test_models: set[str], train_models: set[str]
                   f"({len(leaked)} workloads only test models have left out)")
 
 
-def _gnn(graphs: list[Data], indices: tuple[list[int], list[int], list[int]], run: SplitRun,
-         cfg: BenchConfig, kernel_model: str, overrides: dict[str, Any], device: str
-         ) -> MethodResult:
+def _gnn_config(run: SplitRun, cfg: BenchConfig, kernel_model: str, overrides: dict[str, Any],
+                device: str) -> TrainConfig:
+    """The one training configuration of every GNN variant of a run (the budget rule's)."""
     rule = cfg.rule
-    tcfg = TrainConfig(split=run.kind, holdout=run.holdout, seed=run.seed,
+    return TrainConfig(split=run.kind, holdout=run.holdout, seed=run.seed,
                        epochs=rule.max_epochs, patience=rule.patience_epochs, hidden=cfg.hidden,
                        layers=cfg.layers, batch_size=cfg.batch_size, lr=cfg.lr,
                        max_minutes=rule.safety_minutes, ensemble=cfg.ensemble,
                        kernel_model=kernel_model, device=device, **overrides)
-    result = train_model(graphs, tcfg, progress=False, indices=indices)
-    if result.test_pred_ms is None or result.test_low_ms is None or result.test_high_ms is None:
-        raise GnnperfError(f"the GNN was not scored on the {run.key} test split")
-    m = result.metrics
-    return MethodResult(result.test_pred_ms, result.test_low_ms, result.test_high_ms, {
-        "epochs_run": m["epochs_run"], "best_epochs": m["best_epochs"],
-        "minutes": round(m["train_minutes"], 3),
-        "stopped_by_safety_cap": bool(m["members_stopped_by_time_cap"])})
 
 
-def _additive(val_pred: np.ndarray, val_true: np.ndarray, pred: np.ndarray,
-              calib: np.ndarray, training: dict[str, Any] | None = None) -> MethodResult:
-    """An additive method's test predictions with a conformal interval sized on the
-    validation records ``calib`` selects (:func:`gnnperf.data.calibration_mask`)."""
-    low, high = conformal_interval(val_pred[calib], val_true[calib], pred)
-    return MethodResult(pred, low, high, training or {})
+def _score(estimator: LatencyEstimator, train: Sequence[Data], val: Sequence[Data],
+           test: Sequence[Data]) -> MethodResult:
+    """Fit ``estimator`` and predict the test graphs: one method's result."""
+    est = estimator.fit(train, val).predict(test)
+    if len(est.ms) != len(test):
+        raise GnnperfError(f"{estimator.name} was not scored on every test graph")
+    return MethodResult(est.ms, est.low_ms, est.high_ms, est.training)
 
 
 def run_split(ds: LatencyDataset, ds_onnx: LatencyDataset, run: SplitRun, cfg: BenchConfig,
@@ -199,8 +182,6 @@ def run_split(ds: LatencyDataset, ds_onnx: LatencyDataset, run: SplitRun, cfg: B
     train = [graphs[i] for i in train_idx]
     val = [graphs[i] for i in val_idx]
     test = [graphs[i] for i in test_idx]
-    val_true = np.array([math.exp(float(g.y)) for g in val])
-    calib = calibration_mask(val)
     methods: dict[str, MethodResult] = {}
     with tempfile.TemporaryDirectory(prefix="gnnperf-bench-") as tmp:
         kernel_path, why = split_kernel_model(
@@ -209,26 +190,21 @@ def run_split(ds: LatencyDataset, ds_onnx: LatencyDataset, run: SplitRun, cfg: B
         notes.append(why)
         kernel_model = str(kernel_path) if kernel_path is not None else "none"
         for name, overrides in GNN_VARIANTS.items():
-            methods[name] = _gnn(graphs, indices, run, cfg, kernel_model, overrides, device)
-        methods["gnn_onnx_graph"] = _gnn(onnx_graphs, indices, run, cfg, "none", {}, device)
+            gnn = GNNEstimator(_gnn_config(run, cfg, kernel_model, overrides, device), name)
+            methods[name] = _score(gnn, train, val, test)
+        onnx_gnn = GNNEstimator(_gnn_config(run, cfg, "none", {}, device), "gnn_onnx_graph")
+        onnx_train, onnx_val, onnx_test = ([onnx_graphs[i] for i in idx] for idx in indices)
+        methods["gnn_onnx_graph"] = _score(onnx_gnn, onnx_train, onnx_val, onnx_test)
         if kernel_path is not None:
-            summed = KernelModelSum(load_kernel_model(kernel_path)[0]).fit(train)
-            methods["kernel_model_sum"] = _additive(summed.predict(val), val_true,
-                                                    summed.predict(test), calib)
-    methods["measured_kernel_sum"] = _additive(measured_kernel_sum(val), val_true,
-                                               measured_kernel_sum(test), calib)
+            summed = KernelModelSum(load_kernel_model(kernel_path)[0])
+            methods["kernel_model_sum"] = _score(summed, train, val, test)
+    methods["measured_kernel_sum"] = _score(MeasuredKernelSum(), train, val, test)
     rule = cfg.rule
-    trees = LearnedKernelModel(seed=run.seed, max_rounds=rule.max_trees,
-                               patience=rule.patience_trees).fit(train, val)
-    rounds = {"rounds_kept": trees.rounds}
-    methods["learned_kernel_sum"] = _additive(trees.predict_sum(val), val_true,
-                                              trees.predict_sum(test), calib, rounds)
-    methods["critical_path"] = _additive(trees.predict_critical_path(val), val_true,
-                                         trees.predict_critical_path(test), calib,
-                                         rounds)
-    roof = Roofline().fit(train)
-    methods["roofline"] = _additive(roof.predict(val), val_true, roof.predict(test),
-                                   calib)
+    learned = LearnedKernelSum(seed=run.seed, max_rounds=rule.max_trees,
+                               patience=rule.patience_trees)
+    methods["learned_kernel_sum"] = _score(learned, train, val, test)
+    methods["critical_path"] = _score(CriticalPath(trees=learned.trees), train, val, test)
+    methods["roofline"] = _score(Roofline(), train, val, test)
     test_info = {
         "key": [str(g.key) for g in test],
         "true_ms": [math.exp(float(g.y)) for g in test],

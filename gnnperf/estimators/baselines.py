@@ -13,7 +13,8 @@
 - ``critical_path``: the longest path through the kernel DAG with the learned per-kernel
   estimates (the "T = max over paths" static estimate).
 
-Every baseline reads the raw (unscaled) features of :mod:`gnnperf.data` items.
+Every baseline reads the raw (unscaled) features of :mod:`gnnperf.data` items, and each is
+a :class:`~gnnperf.estimators.base.LatencyEstimator` with a split-conformal interval.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import torch
 from torch_geometric.data import Data
 
 from gnnperf.data import feature_names
+from gnnperf.estimators.base import ConformalEstimator
 from gnnperf.estimators.kernel import KernelCostModel
 
 _NAMES = feature_names()
@@ -96,10 +98,58 @@ class LearnedKernelModel:
         return np.array([critical_path_ms(g, self.kernel_ms(g)) for g in graphs])
 
 
-class KernelModelSum:
+class MeasuredKernelSum(ConformalEstimator):
+    """Σ measured kernel latencies: the additive oracle (it reads measurements, so it is a
+    ceiling for additive methods, not a predictor)."""
+
+    name = "measured_kernel_sum"
+
+    def fit_point(self, train: Sequence[Data], val: Sequence[Data]) -> None:
+        pass
+
+    def predict_point(self, graphs: Sequence[Data]) -> np.ndarray:
+        return measured_kernel_sum(graphs)
+
+
+class LearnedKernelSum(ConformalEstimator):
+    """Σ of the trees' per-kernel estimates (nn-Meter / TVM cost-model style).
+
+    ``trees``: an already fitted :class:`LearnedKernelModel` to read instead of fitting
+    one (the critical path shares the sum's trees)."""
+
+    name = "learned_kernel_sum"
+
+    def __init__(self, seed: int = 0, max_rounds: int = 200, patience: int | None = None,
+                 trees: LearnedKernelModel | None = None) -> None:
+        super().__init__()
+        self.shared = trees is not None
+        self.trees = trees or LearnedKernelModel(seed, max_rounds, patience)
+
+    def fit_point(self, train: Sequence[Data], val: Sequence[Data]) -> None:
+        if not self.shared:
+            self.trees.fit(train, val)
+        self.training = {"rounds_kept": self.trees.rounds}
+
+    def predict_point(self, graphs: Sequence[Data]) -> np.ndarray:
+        return self.trees.predict_sum(graphs)
+
+
+class CriticalPath(LearnedKernelSum):
+    """The longest path through the kernel DAG, weighted by the trees' kernel estimates."""
+
+    name = "critical_path"
+
+    def predict_point(self, graphs: Sequence[Data]) -> np.ndarray:
+        return self.trees.predict_critical_path(graphs)
+
+
+class KernelModelSum(ConformalEstimator):
     """Σ kernel cost model times over a graph's TIR kernels, scaled per hardware id."""
 
+    name = "kernel_model_sum"
+
     def __init__(self, model: KernelCostModel) -> None:
+        super().__init__()
         self.model = model.eval()
         self.log_scale: dict[str, float] = {}
         self.default_log_scale = 0.0
@@ -115,14 +165,13 @@ class KernelModelSum:
     def _raw(self, graphs: Sequence[Data]) -> np.ndarray:
         return np.array([max(float(self.kernel_ms(g).sum()), 1e-9) for g in graphs])
 
-    def fit(self, graphs: Sequence[Data]) -> KernelModelSum:
-        gap = np.array([float(g.y) for g in graphs]) - np.log(self._raw(graphs))
-        hw = np.array([str(g.hw_id) for g in graphs])
+    def fit_point(self, train: Sequence[Data], val: Sequence[Data]) -> None:
+        gap = np.array([float(g.y) for g in train]) - np.log(self._raw(train))
+        hw = np.array([str(g.hw_id) for g in train])
         self.default_log_scale = float(np.median(gap))
         self.log_scale = {h: float(np.median(gap[hw == h])) for h in set(hw)}
-        return self
 
-    def predict(self, graphs: Sequence[Data]) -> np.ndarray:
+    def predict_point(self, graphs: Sequence[Data]) -> np.ndarray:
         scale = np.array([self.log_scale.get(str(g.hw_id), self.default_log_scale)
                           for g in graphs])
         return self._raw(graphs) * np.exp(scale)
@@ -157,14 +206,17 @@ def roofline_kernel_ms(graph: Data) -> np.ndarray:
     return np.maximum(flops / peak, nbytes / bw) * 1e3
 
 
-class Roofline:
+class Roofline(ConformalEstimator):
     """Summed roofline time with one multiplicative scale per build configuration.
 
     The scale is fitted in log space on the training split; per build because the same
     kernel runs ~1 GFLOP/s unscheduled and near peak when scheduled, a known input.
     """
 
+    name = "roofline"
+
     def __init__(self) -> None:
+        super().__init__()
         self.log_scale: dict[str, float] = {}
         self.default_log_scale = 0.0
 
@@ -172,14 +224,13 @@ class Roofline:
     def _raw(graphs: Sequence[Data]) -> np.ndarray:
         return np.array([max(roofline_kernel_ms(g).sum(), 1e-9) for g in graphs])
 
-    def fit(self, graphs: Sequence[Data]) -> Roofline:
-        gap = np.log([math.exp(float(g.y)) for g in graphs]) - np.log(self._raw(graphs))
-        builds = np.array([str(g.build) for g in graphs])
+    def fit_point(self, train: Sequence[Data], val: Sequence[Data]) -> None:
+        gap = np.log([math.exp(float(g.y)) for g in train]) - np.log(self._raw(train))
+        builds = np.array([str(g.build) for g in train])
         self.default_log_scale = float(np.median(gap))
         self.log_scale = {b: float(np.median(gap[builds == b])) for b in set(builds)}
-        return self
 
-    def predict(self, graphs: Sequence[Data]) -> np.ndarray:
+    def predict_point(self, graphs: Sequence[Data]) -> np.ndarray:
         scale = np.array([self.log_scale.get(str(g.build), self.default_log_scale)
                           for g in graphs])
         return self._raw(graphs) * np.exp(scale)

@@ -331,20 +331,28 @@ def train_model(dataset: LatencyDataset | Sequence[Data], cfg: TrainConfig,
     calib = calibration_mask(val_set, cfg.legacy_in_test)
     z = np.abs(val.y - val.mu)[calib] / np.maximum(val.sigma[calib], 1e-6)
     sigma_scale = conformal_quantile(z, INTERVAL_COVERAGE) / INTERVAL_Z if len(z) else 1.0
-    predict_start = time.perf_counter()
-    test = predict_loader(model, test_loader, cfg.device)
-    test_predict_s = time.perf_counter() - predict_start
-    low, high = interval_ms(test.mu, sigma_scale * test.sigma)
-    true = np.exp(test.y)
-    result_metrics = {
+    result_metrics: dict[str, Any] = {
         "split": cfg.split,
         "holdout": cfg.holdout,
         "val": metrics(val.ms(), np.exp(val.y)),
         # per build on validation, where configurations may be compared (never on test)
         "val_by_build": breakdown(val.ms(), np.exp(val.y), [str(d.build) for d in val_set]),
-        "test": metrics(test.ms(), true),
-        "test_interval_coverage": float(np.mean((true >= low) & (true <= high)) * 100),
-        **error_breakdowns(test.ms(), true, dataset, test_idx),
+    }
+    test_ms = low = high = None
+    test_predict_s = 0.0
+    if test_set:  # an estimator fitted for later use has no test split
+        predict_start = time.perf_counter()
+        test = predict_loader(model, test_loader, cfg.device)
+        test_predict_s = time.perf_counter() - predict_start
+        low, high = interval_ms(test.mu, sigma_scale * test.sigma)
+        true = np.exp(test.y)
+        test_ms = test.ms()
+        result_metrics.update({
+            "test": metrics(test_ms, true),
+            "test_interval_coverage": float(np.mean((true >= low) & (true <= high)) * 100),
+            **error_breakdowns(test_ms, true, dataset, test_idx),
+        })
+    result_metrics.update({
         "interval_nominal_coverage": INTERVAL_COVERAGE * 100,
         "members": members,
         "epochs_run": len(history),
@@ -355,10 +363,10 @@ def train_model(dataset: LatencyDataset | Sequence[Data], cfg: TrainConfig,
         "train_graphs": len(train_set),
         "val_graphs": len(val_set),
         "test_graphs": len(test_set),
-    }
+    })
     return TrainResult(model, scaler, sigma_scale, result_metrics,
                        {"train": train_idx, "val": val_idx, "test": test_idx}, history,
-                       test.ms(), test_predict_s, low, high)
+                       test_ms, test_predict_s, low, high)
 
 
 # -- checkpoints ----------------------------------------------------------------------------
