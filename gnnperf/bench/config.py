@@ -43,7 +43,7 @@ class BenchConfig:
     seeds: int = 3  # random and real-architecture splits
     holdout_seeds: int = 1  # each leave-one-out holdout (spread: across holdouts)
     # A small network with larger batches and step size: grouped 3-fold CV
-    # (scripts/compare_configs.py, 2,056 records) gave fold MAPE 19.3 ± 0.8 for hidden 64 /
+    # (tools/compare_configs.py, 2,056 records) gave fold MAPE 19.3 ± 0.8 for hidden 64 /
     # 2 layers / batch 64 / lr 3e-3, against 23.5 ± 8.3 for hidden 96 / 3 layers / batch 32.
     hidden: int = 64
     layers: int = 2

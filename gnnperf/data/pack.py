@@ -7,7 +7,7 @@ schedules recur in every model that has it. A pack keeps each row of the big flo
 once (exact float32, no rounding) with an index back, compressed: 17.5 MB at 3,965
 records. Unpacked into a dataset folder that holds the same records' shards (the kernel
 shards need not come along), it becomes that folder's cache, so ``LatencyDataset``
-(``gnnperf train``, ``scripts/compare_configs.py``) loads it without processing anything.
+(``gnnperf train``, ``tools/compare_configs.py``) loads it without processing anything.
 
 Only the kernel-graph cache is packed: the unfused-ONNX ablation's graphs and the kernel
 model's table (which ``gnnperf bench`` also reads) are not.

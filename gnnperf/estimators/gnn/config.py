@@ -42,7 +42,7 @@ class TrainConfig:
     hidden: int = 128
     layers: int = 4
     dropout: float = 0.0
-    aux_weight: float = 1.0  # chosen by scripts/compare_configs.py (see README)
+    aux_weight: float = 1.0  # chosen by tools/compare_configs.py (see docs/method.md)
     use_hw: bool = True
     seed: int = 0
     device: str = "cpu"

@@ -8,7 +8,7 @@ decade, the MAPE of pairs whose two measurements both had a CV under 5%, and how
 the speed probe's ratio explains the pair's ratio. Only pairs taken under the speed probe
 are used, as in ``gnnperf dataset stats``.
 
-    python scripts/noise_report.py [--root datasets/]
+    python tools/noise_report.py [--root datasets/]
 """
 
 from __future__ import annotations

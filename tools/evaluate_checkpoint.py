@@ -5,7 +5,7 @@ it names by fingerprint, predicts the test graphs, and prints where the error li
 Checkpoints written since ``test_by_host`` was added carry the same figures in
 ``metrics.json``; this script gives them for older ones.
 
-    python scripts/evaluate_checkpoint.py [--checkpoint checkpoints/] [--root datasets/]
+    python tools/evaluate_checkpoint.py [--checkpoint checkpoints/] [--root datasets/]
         [--members]
 
 ``--members`` adds each ensemble member's test MAPE alone: what the ensemble adds.

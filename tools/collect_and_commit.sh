@@ -2,16 +2,16 @@
 # Run the collector in the background and commit its shards every N minutes, so that
 # a session ending at any moment loses at most the last interval's records.
 #
-#   scripts/collect_and_commit.sh [--code DIR] [--kernels] [MINUTES] -- gnnperf collect args...
-#   scripts/collect_and_commit.sh 20 -- --out datasets --families all --count 30 \
+#   tools/collect_and_commit.sh [--code DIR] [--kernels] [MINUTES] -- gnnperf collect args...
+#   tools/collect_and_commit.sh 20 -- --out datasets --families all --count 30 \
 #       --hw x86-64-v2:1,x86-64-v2:2,x86-64-v3:1,x86-64-v3:2 --build default,sampled:0
-#   scripts/collect_and_commit.sh --kernels 15 -- --out datasets --families all --count 4
+#   tools/collect_and_commit.sh --kernels 15 -- --out datasets --families all --count 4
 #
 # With --code DIR the collector (and its measuring workers) run in DIR, a `git worktree`
 # of a fixed commit, so the working tree can change under a collection that lasts hours;
 # give --out as an absolute path then (the shards are still committed here):
 #   git worktree add --detach /tmp/collector HEAD
-#   scripts/collect_and_commit.sh --code /tmp/collector 15 -- --out "$PWD/datasets" \
+#   tools/collect_and_commit.sh --code /tmp/collector 15 -- --out "$PWD/datasets" \
 #       --families corpus --count 2 --hw x86-64-v3:1,x86-64-v3:2 --build default,sampled:0
 # With --kernels it runs `gnnperf collect-kernels` and commits datasets/kernels, and
 # datasets/shards for the whole-model tuned records it adds. Only those folders are

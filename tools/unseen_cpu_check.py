@@ -12,8 +12,8 @@ records themselves would leave (an oracle): one factor (the median log-ratio:
 ``mape_after_median_factor``), or a Theil-Sen line in log predicted time, i.e. whether
 the bias depends on size; with ``--calibrated``, also the same records' 0-shot MAPE.
 
-    python scripts/unseen_cpu_check.py --cpu amd-f25m1s1-b33d36 [--builds default,sampled]
-    gnnperf calibrate && python scripts/unseen_cpu_check.py --cpu ... --calibrated
+    python tools/unseen_cpu_check.py --cpu amd-f25m1s1-b33d36 [--builds default,sampled]
+    gnnperf calibrate && python tools/unseen_cpu_check.py --cpu ... --calibrated
 """
 
 from __future__ import annotations

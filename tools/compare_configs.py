@@ -5,7 +5,7 @@ remaining models are cut into K groups of whole ONNX models. Each configuration 
 trained K times, each time early-stopping on an inner validation slice and scored on
 the held-out fold. Prints fold MAPE mean ± std per configuration.
 
-    python scripts/compare_configs.py --folds 3 '{}' '{"loss": "huber"}' '{"hidden": 64}'
+    python tools/compare_configs.py --folds 3 '{}' '{"loss": "huber"}' '{"hidden": 64}'
 
 Each argument is a JSON object of ``TrainConfig`` overrides. Heavy: run it on a quiet
 machine (the collector's guard pauses while it runs).

@@ -7,7 +7,7 @@ MAPE and interval coverage on all its records (calibration models included) befo
 after widening by the prior fitted on the *other* held-out CPUs (as the report widens
 them, :func:`gnnperf.bench.report.zero_shot`), and writes the prior from all of them:
 
-    python scripts/unseen_cpu_prior.py benchmarks/interim/runs/*/leave_cpu_out-*.json \
+    python tools/unseen_cpu_prior.py benchmarks/interim/runs/*/leave_cpu_out-*.json \
         --out checkpoints/unseen_cpu_prior.json
 """
 

@@ -7,7 +7,7 @@ under v2, overall and per build. The kernel model the networks read is trained t
 the benchmark trains one (:func:`gnnperf.bench.methods.split_kernel_model`): without the
 workloads only validation or test models have.
 
-    python scripts/validate_configs.py '{}' '{"kernel_residual": false}'
+    python tools/validate_configs.py '{}' '{"kernel_residual": false}'
 
 Each argument is a JSON object of ``TrainConfig`` overrides. Heavy (a kernel model,
 then one network per configuration): run it on a quiet machine.
