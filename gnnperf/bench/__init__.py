@@ -1,6 +1,6 @@
 """Benchmark: the GNN against additive baselines and its own ablations, on every split.
 
-    gnnperf bench [--quick] [--root DATASET] [--out benchmarks/] [--max-minutes M] [--commit]
+    gnnperf bench [--quick] [--root DATASET] [--out benchmarks/] [--max-minutes M]
 
 Splits: random (by CPU beside its noise floor), leave-one-family-out over every generated
 family, leave-one-CPU-out at 0 shots and after ``gnnperf calibrate``'s few-shot correction,
@@ -8,7 +8,8 @@ real architectures (``hf-*``, trained on the generated families only); each brok
 by build. Every method trains on a split's training side under one budget rule
 (:class:`BudgetRule`: early stopping on validation) and is scored on its test side.
 
-Resumable: each finished split run is stored (``runs/``; committed with ``--commit``), a
+Resumable: each finished split run is stored (``runs/``; ``tools/bench_and_commit.sh``
+commits them as they land), a
 later call skips it, and the report is rebuilt from every stored run of the same dataset
 and settings, marked partial until all have run. The held-out-CPU runs also give the
 GNN's unseen-CPU prior (``unseen_cpu_prior.json`` beside the report; copied beside a
@@ -38,7 +39,7 @@ from gnnperf.bench.config import QUICK, BenchConfig, BudgetRule
 from gnnperf.bench.methods import BASELINES, GNN_VARIANTS, LEARNED_ADDITIVE, run_split
 from gnnperf.bench.plots import plot_split
 from gnnperf.bench.report import View, markdown, split_views, summarise, targets, unseen_cpu_prior
-from gnnperf.bench.results import ResultStore, SplitResult, added_in_commit, commit_paths
+from gnnperf.bench.results import ResultStore, SplitResult
 from gnnperf.bench.splits import SPLIT_KINDS, SplitRun, plan_runs
 from gnnperf.calibrate.prior import PRIOR_FILE
 from gnnperf.data import LatencyDataset, dataset_stats
@@ -50,7 +51,7 @@ __all__ = ["BASELINES", "GNN_VARIANTS", "LEARNED_ADDITIVE", "QUICK", "BenchConfi
 
 
 def run(root: str | Path | None, out: Path, cfg: BenchConfig, command: str, *,
-        call: str | None = None, max_minutes: float | None = None, commit: bool = False,
+        call: str | None = None, max_minutes: float | None = None,
         progress: bool = True, splits: Sequence[str] | None = None, jobs: int = 1,
         device: str | None = None) -> dict[str, Any]:
     """Run the split runs not yet stored (those of ``splits`` only, if given: a split
@@ -94,16 +95,14 @@ def run(root: str | Path | None, out: Path, cfg: BenchConfig, command: str, *,
     for result in finished:
         result.provenance = {"call": call or command, "cpu": cpu,
                              "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        path = store.save(result)
+        store.save(result)
         bar.update()
         bar.set_postfix_str(result.run.name)
-        if commit:
-            commit_paths([path], f"bench: {result.run.name} ({ds.fingerprint})")
     bar.close()
     results = [store.load(r) for r in runs if store.has(r)]
     views = split_views(results, cfg.calibration_shots)
     report = build_report(results, views, runs, skipped, ds, cfg, command, root,
-                          call=call or command, cpu=cpu, store=store)
+                          call=call or command, cpu=cpu)
     prior = unseen_cpu_prior([r for r in results if r.run.key == "leave_cpu_out"], "gnn",
                              source=f"{command} (dataset {ds.fingerprint}, settings "
                                     f"{cfg.fingerprint()})")
@@ -119,20 +118,13 @@ def run(root: str | Path | None, out: Path, cfg: BenchConfig, command: str, *,
         written.append(prior.save(out / PRIOR_FILE))
     else:  # none from these runs: one an earlier report wrote is not theirs
         (out / PRIOR_FILE).unlink(missing_ok=True)
-    if commit:
-        commit_paths(written, f"bench: report, {len(results)} of {len(runs)} runs "
-                              f"({ds.fingerprint})")
     return report
 
 
-def _run_row(result: SplitResult, store: ResultStore) -> dict[str, Any]:
-    """One stored run's minutes and provenance; for a run stored before provenance was
-    recorded, the commit that added its file (``--commit`` commits each run as it lands)."""
-    row: dict[str, Any] = {"run": result.run.name, "minutes": round(result.minutes, 1),
-                           **result.provenance}
-    if not result.provenance:
-        row["added_in_commit"] = added_in_commit(store.path(result.run))
-    return row
+def _run_row(result: SplitResult) -> dict[str, Any]:
+    """One stored run's minutes and provenance (the call, CPU and time that made it; for a
+    run stored before those were recorded, the commit that added its file)."""
+    return {"run": result.run.name, "minutes": round(result.minutes, 1), **result.provenance}
 
 
 _WORKER: dict[str, LatencyDataset] = {}
@@ -168,7 +160,7 @@ def _in_workers(root: Path, todo: list[SplitRun], cfg: BenchConfig, device: str,
 
 def build_report(results: list[SplitResult], views: dict[str, View], runs: list[SplitRun],
                  skipped: dict[str, str], ds: LatencyDataset, cfg: BenchConfig, command: str,
-                 root: str | Path | None, *, call: str, cpu: str, store: ResultStore
+                 root: str | Path | None, *, call: str, cpu: str
                  ) -> dict[str, Any]:
     stats = dataset_stats(root)
     floors = stats["noise_floor_by_host"]
@@ -192,7 +184,7 @@ def build_report(results: list[SplitResult], views: dict[str, View], runs: list[
         "notes": {r.run.name: r.notes for r in results},
         "training_flags": training,
         "minutes": sum(r.minutes for r in results),
-        "runs": [_run_row(r, store) for r in results],
+        "runs": [_run_row(r) for r in results],
         "noise_floor_mape": stats["noise_floor_mape"],
         "noise_floor_by_cpu": floors,
         "splits": splits,

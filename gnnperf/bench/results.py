@@ -9,7 +9,6 @@ dataset or changed settings start a new folder instead of mixing results.
 from __future__ import annotations
 
 import json
-import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -94,38 +93,3 @@ class ResultStore:
         path = self.path(result.run)
         write_text(path, json.dumps(result.to_dict()) + "\n")
         return path
-
-
-def added_in_commit(path: Path) -> str | None:
-    """``<short hash> <commit time>`` of the commit that first added ``path``; None when it
-    is not in git history (a run's provenance when the run itself does not record it)."""
-    path = path.resolve()
-    if not path.exists():
-        return None
-    log = subprocess.run(["git", "log", "--diff-filter=A", "--format=%h %cI", "--", path.name],
-                         cwd=path.parent, capture_output=True, text=True)
-    lines = log.stdout.split("\n") if log.returncode == 0 else []
-    return next((line for line in reversed(lines) if line), None)
-
-
-def commit_paths(paths: list[Path], message: str) -> bool:
-    """Commit ``paths`` (and only them) when they lie in a git work tree; False otherwise.
-
-    A benchmark may span sessions: each finished run is committed as it lands.
-    """
-    paths = [p.resolve() for p in paths if p.exists()]
-    if not paths:
-        return False
-    cwd = paths[0].parent if paths[0].is_file() else paths[0]
-    top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=cwd,
-                         capture_output=True, text=True)
-    if top.returncode != 0:
-        return False
-    repo = top.stdout.strip()
-    rel = [str(p) for p in paths]
-    subprocess.run(["git", "add", "--", *rel], cwd=repo, check=True, capture_output=True)
-    if subprocess.run(["git", "diff", "--cached", "--quiet", "--", *rel], cwd=repo).returncode == 0:
-        return False
-    subprocess.run(["git", "commit", "-q", "--only", "-m", message, "--", *rel], cwd=repo,
-                   check=True, capture_output=True)
-    return True

@@ -167,7 +167,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.jobs < 1:
         raise GnnperfError(f"--jobs must be at least 1, got {args.jobs}")
     report = run(args.root, args.out, cfg, command, call=call, max_minutes=args.max_minutes,
-                 commit=args.commit, splits=splits, jobs=args.jobs, device=args.device)
+                 splits=splits, jobs=args.jobs, device=args.device)
     print(f"{report['runs_done']} of {report['runs_planned']} split runs"
           + (" (partial: run again to go on)" if report["partial"] else ""))
     for t in report["targets"]:
@@ -337,8 +337,6 @@ def register_bench(sub: argparse._SubParsersAction) -> None:
                         "real_architectures; KIND:HOLDOUT for one holdout, e.g. "
                         "leave_cpu_out:amd-f26m2s1-5bfb5d); the report still covers every "
                         "stored run")
-    p.add_argument("--commit", action="store_true",
-                   help="git-commit each finished split run and the report as they land")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="train N split runs at once, each in its own process with 1/N of the "
                         "cores (for many-core machines)")
