@@ -14,15 +14,14 @@ from torch_geometric.data import Batch
 
 from gnnperf.data import LatencyDataset
 from gnnperf.errors import BuildConfigError, CheckpointError, TrainingConfigError
+from gnnperf.estimators.gnn.checkpoint import CHECKPOINT_FORMAT, Checkpoint, feature_columns
 from gnnperf.estimators.gnn.network import EnsembleGNN, LatencyGNN, ModelConfig
 from gnnperf.estimators.gnn.predictor import Predictor
 from gnnperf.estimators.gnn.training import (
     TrainConfig,
     breakdown,
     kernel_share_weights,
-    load_checkpoint,
     metrics,
-    model_from_checkpoint,
     save_checkpoint,
     train_model,
 )
@@ -47,7 +46,7 @@ def trained(small_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
         result.indices["test"])
     path = save_checkpoint(result, cfg, ds, tmp_path_factory.mktemp("ckpt"))
     # half-precision weights move a prediction by far less than a percent
-    model, scaler = model_from_checkpoint(load_checkpoint(path))
+    model, scaler = Checkpoint.load(path).model()
     batch = Batch.from_data_list([scaler(ds[i]) for i in range(min(4, len(ds)))])
     with torch.no_grad():
         assert torch.allclose(model(batch).mu, result.model.eval()(batch).mu, atol=5e-3)
@@ -122,8 +121,8 @@ def test_training_is_deterministic_and_reports(small_root: Path) -> None:
 
 
 def test_checkpoint_round_trip_and_prediction(trained: Path, cnn_onnx: Path) -> None:
-    payload = load_checkpoint(trained)
-    assert payload["dataset_fingerprint"] and payload["metrics"]["test"]["n"] > 0
+    ckpt = Checkpoint.load(trained)
+    assert ckpt.dataset_fingerprint and ckpt.metrics["test"]["n"] > 0
     assert json.loads((trained.parent / "metrics.json").read_text())["test"]["mape"] >= 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -133,7 +132,7 @@ def test_checkpoint_round_trip_and_prediction(trained: Path, cnn_onnx: Path) -> 
     assert r.hw_id == "local/x86-64-v3/1t" and r.build == "sampled:0"
     assert r.kernels and all(k.ms > 0 for k in r.kernels)
     assert r.predict_s > 0
-    assert payload["isas"] == ["x86-64-v3"]
+    assert ckpt.isas == ["x86-64-v3"] and ckpt.hosts is not None
     # predict_many on an already-lowered graph gives the same answer
     hw = HardwareSpec.from_id("local/x86-64-v3/1t")
     graph = extract_graph(lower_onnx(cnn_onnx, hw, "sampled:0"))
@@ -158,7 +157,7 @@ def test_out_of_distribution_hardware_warns(trained: Path) -> None:
     assert any("peak_gflops" in r for r in predictor.check_inputs(far, "sampled:0"))
     assert any("build 'default'" in r for r in predictor.check_inputs(spec, "default"))
     # a busier or quieter moment on the same machine is not another machine; 8x is
-    lo_ms, hi_ms = (2 ** v for v in predictor.payload["hw_ranges"]["log2_ref_gemm_ms"])
+    lo_ms, hi_ms = (2 ** v for v in predictor.checkpoint.hw_ranges["log2_ref_gemm_ms"])
     for ms, flagged in ((hi_ms * 1.8, False), (lo_ms / 1.8, False), (hi_ms * 8, True)):
         drifted = HardwareSpec.from_dict({**spec.to_dict(), "reference_ms": {
             **spec.reference_ms, "gemm": ms}})
@@ -168,7 +167,7 @@ def test_out_of_distribution_hardware_warns(trained: Path) -> None:
     v2 = HardwareSpec.from_dict({**spec.to_dict(), "isa": "x86-64-v2"})
     assert any("ISA x86-64-v2 was not in the training hardware (x86-64-v3); "
                "local/x86-64-v3" in r for r in predictor.check_inputs(v2, "sampled:0"))
-    lo, hi = predictor.payload["gflop_ranges"]["sampled"]
+    lo, hi = predictor.checkpoint.gflop_ranges["sampled"]
     assert predictor.check_inputs(spec, "sampled:0", gflop=(lo + hi) / 2) == []
     assert any("GFLOP" in r for r in predictor.check_inputs(spec, "sampled:0", gflop=hi * 10))
     # another seed of the sampled build is checked against the same range
@@ -184,34 +183,47 @@ def test_out_of_distribution_warning_is_raised(trained: Path, cnn_onnx: Path) ->
 
 def test_bad_checkpoints(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="not found"):
-        load_checkpoint(tmp_path / "none.pt")
+        Checkpoint.load(tmp_path / "none.pt")
     junk = tmp_path / "junk.pt"
     junk.write_bytes(b"not a checkpoint")
     with pytest.raises(CheckpointError):
-        load_checkpoint(junk)
+        Checkpoint.load(junk)
     torch.save({"weights": 1}, tmp_path / "other.pt")
     with pytest.raises(CheckpointError, match="not a gnnperf checkpoint"):
-        load_checkpoint(tmp_path / "other.pt")
+        Checkpoint.load(tmp_path / "other.pt")
     torch.save({"format": 99}, tmp_path / "future.pt")
     with pytest.raises(CheckpointError, match="format 99"):
-        load_checkpoint(tmp_path / "future.pt")
+        Checkpoint.load(tmp_path / "future.pt")
+
+
+def test_an_older_checkpoint_layout_is_converted_on_load(trained: Path, tmp_path: Path) -> None:
+    """Before ``isas`` and ``hosts`` were stored, both are derived from what was."""
+    payload = torch.load(trained, weights_only=False)
+    del payload["isas"], payload["hosts"]
+    payload["metrics"] = {**payload["metrics"], "split": "random"}
+    torch.save(payload, tmp_path / "old.pt")
+    old, new = Checkpoint.load(tmp_path / "old.pt"), Checkpoint.load(trained)
+    assert old.isas == new.isas == ["x86-64-v3"]
+    assert old.hosts == sorted(new.metrics["test_by_host"])
+    # and what save writes, load reads back field for field
+    again = Checkpoint.load(new.save(tmp_path / "again.pt"))
+    assert again.hw_ranges == new.hw_ranges and again.builds == new.builds
+    assert again.state_dict.keys() == new.state_dict.keys()
 
 
 def test_a_checkpoint_older_than_a_feature_reads_its_own_columns_by_name(
         tmp_path: Path) -> None:
     from gnnperf.data import FeatureScaler, feature_names
-    from gnnperf.estimators.gnn.training import CHECKPOINT_FORMAT, checkpoint_columns
-
     names = feature_names()
-    assert checkpoint_columns(names, tmp_path) is None
+    assert feature_columns(names, tmp_path) is None
     older = [n for n in names if not n.startswith("missing_") and n != "schedule_fallback"]
-    columns = checkpoint_columns(older, tmp_path)
+    columns = feature_columns(older, tmp_path)
     assert columns is not None and [names[i] for i in columns] == older
     with pytest.raises(CheckpointError, match="other features"):
-        checkpoint_columns([*older, "a_feature_from_the_future"], tmp_path)
+        feature_columns([*older, "a_feature_from_the_future"], tmp_path)
     torch.save({"format": CHECKPOINT_FORMAT, "feature_names": ["nope"]}, tmp_path / "x.pt")
     with pytest.raises(CheckpointError, match="other features"):
-        load_checkpoint(tmp_path / "x.pt")
+        Checkpoint.load(tmp_path / "x.pt")
     # the scaler picks those columns out of today's encoding before scaling
     x = torch.arange(3 * len(names), dtype=torch.float32).reshape(3, len(names))
     zeros, ones = torch.zeros(len(older)), torch.ones(len(older))
@@ -221,10 +233,10 @@ def test_a_checkpoint_older_than_a_feature_reads_its_own_columns_by_name(
     out = scaler(Data(x=x, edge_attr=torch.zeros((0, 1))))
     assert torch.equal(out.x, x[:, columns].clamp(-10, 10))
     # the shipped checkpoint, trained before the analysis flags existed, still loads
-    payload = load_checkpoint(Path(__file__).resolve().parent.parent / "checkpoints")
-    picked = payload["feature_columns"]
-    assert (picked is None and payload["feature_names"] == names) or \
-        [names[i] for i in picked] == payload["feature_names"]
+    shipped = Checkpoint.load(Path(__file__).resolve().parent.parent / "checkpoints")
+    picked = shipped.feature_columns()
+    assert (picked is None and shipped.feature_names == names) or \
+        [names[i] for i in picked] == shipped.feature_names
 
 
 def test_loss_options_change_the_objective(small_root: Path) -> None:

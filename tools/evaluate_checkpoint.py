@@ -22,13 +22,12 @@ from torch_geometric.loader import DataLoader
 
 from gnnperf.data import LatencyDataset, split_indices
 from gnnperf.errors import CheckpointError
+from gnnperf.estimators.gnn.checkpoint import Checkpoint
 from gnnperf.estimators.gnn.network import EnsembleGNN
 from gnnperf.estimators.gnn.training import (
     TrainConfig,
     error_breakdowns,
-    load_checkpoint,
     metrics,
-    model_from_checkpoint,
     predict_loader,
 )
 from gnnperf.prediction.api import DEFAULT_CHECKPOINT
@@ -40,15 +39,16 @@ def main() -> None:
     ap.add_argument("--root", type=Path, default=None, help="dataset folder (default: shipped)")
     ap.add_argument("--members", action="store_true", help="also score each member alone")
     args = ap.parse_args()
-    payload = load_checkpoint(args.checkpoint)
+    checkpoint = Checkpoint.load(args.checkpoint)
     ds = LatencyDataset(args.root)
-    if ds.fingerprint != payload["dataset_fingerprint"]:
-        raise CheckpointError(f"checkpoint was trained on dataset {payload['dataset_fingerprint']}"
-                              f", this one is {ds.fingerprint}: the split would differ")
-    cfg = TrainConfig(**payload["train_config"])
+    if ds.fingerprint != checkpoint.dataset_fingerprint:
+        raise CheckpointError(f"checkpoint was trained on dataset "
+                              f"{checkpoint.dataset_fingerprint}, this one is {ds.fingerprint}: "
+                              "the split would differ")
+    cfg = TrainConfig(**checkpoint.train_config)
     _, _, test_idx = split_indices(ds, cfg.split, seed=cfg.seed, val_frac=cfg.val_frac,
                                    test_frac=cfg.test_frac, holdout=cfg.holdout)
-    model, scaler = model_from_checkpoint(payload)
+    model, scaler = checkpoint.model()
     loader = DataLoader([scaler(ds[i]) for i in test_idx], batch_size=256)
     test = predict_loader(model, loader)
     pred, true = test.ms(), np.exp(test.y)

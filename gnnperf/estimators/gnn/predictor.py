@@ -17,8 +17,8 @@ from torch_geometric.data import Batch
 from gnnperf.calibrate.prior import PRIOR_FILE, UnseenCpuPrior, load_prior
 from gnnperf.calibrate.store import Calibration, checkpoint_sha256, load_calibration
 from gnnperf.data import graph_to_data
+from gnnperf.estimators.gnn.checkpoint import Checkpoint, interval_ms
 from gnnperf.estimators.gnn.network import EnsembleGNN
-from gnnperf.estimators.gnn.training import interval_ms, load_checkpoint, model_from_checkpoint
 from gnnperf.estimators.types import (
     KernelPrediction,
     OutOfDistributionWarning,
@@ -27,7 +27,7 @@ from gnnperf.estimators.types import (
 )
 from gnnperf.features import KernelGraph
 from gnnperf.hardware.spec import FEATURE_NAMES as HW_FEATURE_NAMES
-from gnnperf.hardware.spec import ISA_LEVELS, HardwareSpec, supported_isas
+from gnnperf.hardware.spec import HardwareSpec, supported_isas
 from gnnperf.lowering.build_config import BuildConfig
 
 # Reference-kernel times (log2 ms) within a factor of 2 of the training range are not out of
@@ -42,11 +42,11 @@ class Predictor:
     def __init__(self, checkpoint: str | os.PathLike[str] | None = None) -> None:
         path = Path(checkpoint) if checkpoint is not None else default_checkpoint()
         self.path = path
-        self.payload = load_checkpoint(path)
+        self.checkpoint = Checkpoint.load(path)
         self.model: EnsembleGNN
-        self.model, self.scaler = model_from_checkpoint(self.payload)
-        self.sigma_scale = float(self.payload["sigma_scale"])
-        self.coverage = float(self.payload["interval_coverage"])
+        self.model, self.scaler = self.checkpoint.model()
+        self.sigma_scale = self.checkpoint.sigma_scale
+        self.coverage = self.checkpoint.interval_coverage
         folder = path if path.is_dir() else path.parent
         #: how far this checkpoint's recipe errs on a CPU it never trained on, measured by
         #: ``gnnperf bench`` on checkpoints trained without each held-out CPU (None: no
@@ -56,18 +56,9 @@ class Predictor:
     @property
     def trained_cpus(self) -> set[str] | None:
         """The CPU signature ids of the v2 training records; None when the checkpoint does
-        not say.
-
-        Checkpoints from before ``hosts`` was stored say it through their test figures
-        when they were trained on a random split: every CPU tested on (v2 records only)
-        was trained on.
-        """
-        if "hosts" in self.payload:
-            return set(self.payload["hosts"])
-        metrics = self.payload.get("metrics", {})
-        if metrics.get("split") == "random" and metrics.get("test_by_host"):
-            return set(metrics["test_by_host"])
-        return None
+        not say."""
+        hosts = self.checkpoint.hosts
+        return set(hosts) if hosts is not None else None
 
     def unseen_spread(self, hw: HardwareSpec, build: str) -> float:
         """The log spread an uncalibrated prediction for ``hw`` adds to its interval: the
@@ -79,16 +70,13 @@ class Predictor:
 
     @property
     def trained_isas(self) -> list[str]:
-        """ISAs of the training hardware (older checkpoints: read off the hw ranges)."""
-        if "isas" in self.payload:
-            return list(self.payload["isas"])
-        lo, hi = self.payload["hw_ranges"]["isa_level"]
-        return list(ISA_LEVELS)[int(lo): int(hi) + 1]
+        """ISAs of the training hardware."""
+        return list(self.checkpoint.isas)
 
     @property
     def sees_reference(self) -> bool:
         """Whether the checkpoint reads the reference kernels' times (measurement v2)."""
-        names = self.payload.get("feature_names") or []
+        names = self.checkpoint.feature_names
         return any(str(n).startswith("hw_log2_ref_") for n in names)
 
     def hardware(self, hw: HardwareSpec | dict[str, Any] | str) -> HardwareSpec:
@@ -105,7 +93,7 @@ class Predictor:
                      ) -> list[str]:
         """Reasons why a prediction may be unreliable (empty when in distribution)."""
         reasons = []
-        ranges = self.payload.get("gflop_ranges", {})
+        ranges = self.checkpoint.gflop_ranges
         # older checkpoints keyed the ranges by the full build string
         seen = ranges.get(BuildConfig.parse(build).kind) or ranges.get(build)
         if gflop is not None and seen and not seen[0] / 4 <= gflop <= seen[1] * 4:
@@ -119,22 +107,22 @@ class Predictor:
                            f"({', '.join(isas)}){hint}")
         no_reference = self.sees_reference and hw.feature_vector()[
             HW_FEATURE_NAMES.index("ref_missing")] == 1.0
-        if no_reference and self.payload["hw_ranges"]["ref_missing"][1] == 0.0:
+        if no_reference and self.checkpoint.hw_ranges["ref_missing"][1] == 0.0:
             reasons.append("the hardware spec has no reference-kernel times, which this "
                            "checkpoint reads; `gnnperf hw` measures them")
         for name, value in zip(HW_FEATURE_NAMES, hw.feature_vector(), strict=True):
-            if name not in self.payload["hw_ranges"]:
+            if name not in self.checkpoint.hw_ranges:
                 continue  # a feature added after this checkpoint was trained
             if no_reference and "ref_" in name:
                 continue  # said once above
-            lo, hi = self.payload["hw_ranges"][name]
+            lo, hi = self.checkpoint.hw_ranges[name]
             margin = 0.25 * max(hi - lo, 1e-9)
             if "ref_" in name:  # the machine's state, not its identity: drifts between runs
                 margin = max(margin, REFERENCE_STATE_MARGIN_LOG2)
             if value < lo - margin - 1e-6 or value > hi + margin + 1e-6:
                 reasons.append(f"hardware feature {name}={value:.3g} is outside the training "
                                f"range [{lo:.3g}, {hi:.3g}]")
-        builds = self.payload.get("builds", [])
+        builds = self.checkpoint.builds
         if builds and build not in builds and not (
             build.startswith("sampled:") and any(b.startswith("sampled:") for b in builds)
         ):

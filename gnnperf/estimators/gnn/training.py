@@ -18,7 +18,6 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -29,7 +28,7 @@ from torch_geometric.loader import DataLoader
 from torch_geometric.utils import scatter
 from tqdm import tqdm
 
-from gnnperf.atomic import atomic_path, write_text
+from gnnperf.atomic import write_text
 from gnnperf.data import (
     FeatureScaler,
     LatencyDataset,
@@ -37,7 +36,9 @@ from gnnperf.data import (
     feature_names,
     split_indices,
 )
-from gnnperf.errors import CheckpointError, GnnperfError, one_line
+from gnnperf.errors import CheckpointError, GnnperfError
+from gnnperf.estimators.base import INTERVAL_COVERAGE
+from gnnperf.estimators.gnn.checkpoint import INTERVAL_Z, Checkpoint, interval_ms
 from gnnperf.estimators.gnn.config import TrainConfig
 from gnnperf.estimators.gnn.network import (
     EnsembleGNN,
@@ -51,19 +52,6 @@ from gnnperf.hardware.spec import ISA_LEVELS, host_of
 from gnnperf.lowering.build_config import BuildConfig
 from gnnperf.metrics import breakdown, conformal_quantile, metrics
 from gnnperf.seeding import seed_everything
-
-#: Version of the checkpoint layout (2: an ensemble of members).
-CHECKPOINT_FORMAT = 2
-#: Nominal coverage of the reported prediction interval.
-INTERVAL_COVERAGE = 0.9
-INTERVAL_Z = NormalDist().inv_cdf(0.5 + INTERVAL_COVERAGE / 2)
-
-
-def interval_ms(mu: np.ndarray | float, sigma: np.ndarray | float
-                ) -> tuple[np.ndarray, np.ndarray]:
-    """The nominal-coverage interval (ms) of a log-normal prediction (log-ms mean, std)."""
-    return np.exp(mu - INTERVAL_Z * sigma), np.exp(mu + INTERVAL_Z * sigma)
-
 
 #: the kernel cost model ``python train.py`` reads (``gnnperf train-kernels`` writes it)
 DEFAULT_KERNEL_MODEL = Path(__file__).resolve().parents[3] / "checkpoints" / "kernel_model.pt"
@@ -417,78 +405,29 @@ def save_checkpoint(result: TrainResult, cfg: TrainConfig, dataset: LatencyDatas
     """Write ``gnnperf.pt`` and ``metrics.json`` into ``out`` (temp files, then rename)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    payload = {
-        "format": CHECKPOINT_FORMAT,
-        "model_config": result.model.config.to_dict(),
-        "train_config": cfg.to_dict(),
+    train = result.indices["train"]
+    Checkpoint(
+        model_config=result.model.config.to_dict(),
+        train_config=cfg.to_dict(),
         # half precision keeps a three-member checkpoint at a few MB; a weight's rounding
         # error (< 0.05%) is far below the model's own error. Not the frozen kernel model:
         # its input standardisation (means of log sizes ~20, small spreads) needs float32
-        "state_dict": {k: v.to(torch.float16)
-                       if v.is_floating_point() and ".kernel_model." not in k else v
-                       for k, v in result.model.state_dict().items()},
-        "scaler": result.scaler.state_dict(),
-        "sigma_scale": result.sigma_scale,
-        "interval_coverage": INTERVAL_COVERAGE,
-        "feature_names": feature_names(),
-        "dataset_fingerprint": dataset.fingerprint,
-        "hw_ranges": hw_ranges(dataset, result.indices["train"]),
-        "gflop_ranges": gflop_ranges(dataset, result.indices["train"]),
-        "builds": sorted({dataset[i].build for i in result.indices["train"]}),
-        "isas": trained_isas(dataset, result.indices["train"]),
-        "hosts": trained_cpu_ids(dataset, result.indices["train"]),
-        "metrics": result.metrics,
-    }
-    with atomic_path(out / "gnnperf.pt") as tmp:
-        torch.save(payload, tmp)
+        state_dict={k: v.to(torch.float16)
+                    if v.is_floating_point() and ".kernel_model." not in k else v
+                    for k, v in result.model.state_dict().items()},
+        scaler=result.scaler.state_dict(),
+        sigma_scale=result.sigma_scale,
+        interval_coverage=INTERVAL_COVERAGE,
+        feature_names=feature_names(),
+        dataset_fingerprint=dataset.fingerprint,
+        hw_ranges=hw_ranges(dataset, train),
+        gflop_ranges=gflop_ranges(dataset, train),
+        builds=sorted({dataset[i].build for i in train}),
+        isas=trained_isas(dataset, train),
+        hosts=trained_cpu_ids(dataset, train),
+        metrics=result.metrics,
+    ).save(out / "gnnperf.pt")
     write_text(out / "metrics.json", json.dumps(
         {"dataset_fingerprint": dataset.fingerprint, "train_config": cfg.to_dict(),
          **result.metrics}, indent=1))
     return out / "gnnperf.pt"
-
-
-def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
-    path = Path(path)
-    if path.is_dir():
-        path = path / "gnnperf.pt"
-    if not path.is_file():
-        raise CheckpointError(f"checkpoint {path} not found; run `python train.py` first")
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as exc:
-        raise CheckpointError(f"checkpoint {path} is unreadable: {one_line(exc)}") from None
-    if not isinstance(payload, dict) or "format" not in payload:
-        raise CheckpointError(f"{path} is not a gnnperf checkpoint")
-    if payload["format"] != CHECKPOINT_FORMAT:
-        raise CheckpointError(f"checkpoint {path} has format {payload['format']}, this gnnperf "
-                              f"reads {CHECKPOINT_FORMAT}; retrain it")
-    payload["feature_columns"] = checkpoint_columns(payload.get("feature_names"), path)
-    return payload
-
-
-def checkpoint_columns(names: Any, path: Path) -> list[int] | None:
-    """Where a checkpoint's feature columns sit among today's (None: the same columns).
-
-    A checkpoint trained before a feature was added still reads today's graphs: the
-    encoding only ever adds columns, so its own are picked out by name, in its order.
-    """
-    current = feature_names()
-    if names == current:
-        return None
-    index = {name: i for i, name in enumerate(current)}
-    if not isinstance(names, list) or not names or any(n not in index for n in names):
-        raise CheckpointError(f"checkpoint {path} was trained on other features; retrain it")
-    return [index[n] for n in names]
-
-
-def model_from_checkpoint(payload: dict[str, Any]) -> tuple[EnsembleGNN, FeatureScaler]:
-    try:
-        model = EnsembleGNN(ModelConfig(**payload["model_config"]))
-        model.load_state_dict({k: v.float() if v.is_floating_point() else v
-                               for k, v in payload["state_dict"].items()})
-        scaler = FeatureScaler.from_state_dict(payload["scaler"],
-                                               columns=payload.get("feature_columns"))
-    except (KeyError, TypeError, RuntimeError) as exc:
-        raise CheckpointError(f"checkpoint does not fit this gnnperf: {one_line(exc)}") from None
-    model.eval()
-    return model, scaler

@@ -1,0 +1,67 @@
+"""The package layout holds: data flows one way between packages, and prediction does not
+import training (a predicting process never loads the training code)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "gnnperf"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def _top_level_imports(path: Path) -> set[str]:
+    """gnnperf modules ``path`` imports at module level (imports inside functions are the
+    lazy ones that keep ``import gnnperf`` light, and may point anywhere); ``from pkg
+    import submodule`` counts as importing the submodule."""
+    out = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("gnnperf"):
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                out.add(sub if sub in MODULES else node.module)
+        elif isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("gnnperf")}
+    return out - {_module_name(path)}
+
+
+GRAPH = {name: _top_level_imports(path) for name, path in MODULES.items()}
+
+
+def _closure(module: str) -> set[str]:
+    """Every module ``module`` imports, directly or through others."""
+    seen: set[str] = set()
+    todo = [module]
+    while todo:
+        for dep in GRAPH.get(todo.pop(), ()):
+            if dep in GRAPH and dep not in seen:
+                seen.add(dep)
+                todo.append(dep)
+    return seen
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    cycles = [m for m in GRAPH if m in _closure(m)]
+    assert cycles == []
+
+
+@pytest.mark.parametrize("module", ["gnnperf.estimators.gnn.predictor", "gnnperf.prediction.api"])
+def test_prediction_does_not_import_training(module: str) -> None:
+    reached = _closure(module)
+    assert "gnnperf.estimators.gnn.training" not in reached
+    assert "gnnperf.estimators.kernel.training" not in reached
+
+
+def test_every_package_has_a_docstring_that_says_what_it_holds() -> None:
+    for init in PACKAGE.rglob("__init__.py"):
+        doc = ast.get_docstring(ast.parse(init.read_text()))
+        assert doc and len(doc) > 40 and "TODO" not in doc, init
