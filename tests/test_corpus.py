@@ -69,3 +69,31 @@ def test_each_modality_lowers_to_a_kernel_graph(name: str) -> None:
     graph = extract_graph(lower(mod, {"kind": "llvm", "mcpu": "x86-64-v3", "num-cores": 2}))
     assert sum(n.kind == "tir" for n in graph.nodes) >= 5
     assert graph.total_flops > 0
+
+
+def test_held_out_architecture_folds_hold_out_whole_model_types() -> None:
+    from torch_geometric.data import Data
+
+    from gnnperf.data.splits import architecture_fold, split_indices
+
+    families = ["tf-bert-l2h128", "tf-bert-l12h768", "hf-bert-base", "tf-gpt2-l4h256",
+                "hf-gpt2", "tf-resnet-w25d34", "tf-t5-l2h128", "tf-whisper-l2h128",
+                "resnet", "vgg", "bert"] * 3
+    rows = [Data(model_id=f"m{i}", family=f, hw_id="cpu/x86-64-v3/2t", group=f"g{i}",
+                 v2=True, build="default") for i, f in enumerate(families)]
+    assert architecture_fold("resnet", 5) is None  # generated families always train
+    assert architecture_fold("hf-bert-base", 5) == architecture_fold("tf-bert-l2h128", 5)
+    seen_test: set[str] = set()
+    for k in range(5):
+        if not any(architecture_fold(f, 5) == k for f in families):
+            continue
+        train, val, test = split_indices(rows, "leave-architecture-out", holdout=f"{k}/5")
+        held = {source_family(families[i]) for i in test}
+        trained = {source_family(families[i]) for i in train + val}
+        assert held and not held & trained  # no size of a held-out type trains
+        assert {"resnet", "vgg", "bert"} <= trained
+        seen_test |= held
+    # every real model type is tested in exactly one fold
+    assert seen_test == {source_family(f) for f in families if architecture_fold(f, 5) is not None}
+    with pytest.raises(Exception, match="fold"):
+        split_indices(rows, "leave-architecture-out", holdout="7/5")

@@ -117,15 +117,19 @@ def held_out_workloads(model_workloads: dict[str, set[str]], test_models: set[st
 
 
 def split_kernel_model(root: Path, test_models: set[str], train_models: set[str],
-                        holdout_cpu: str | None, seed: int, cfg: BenchConfig, folder: Path
-                        ) -> tuple[Path | None, str]:
+                        holdout_cpu: str | None, seed: int, cfg: BenchConfig, folder: Path,
+                        strict: bool = False) -> tuple[Path | None, str]:
     """The kernel cost model this run's methods read, trained without the workloads only
-    its test models have and without a held-out CPU; (None, why) when none can be trained."""
+    its test models have (``strict``: without any workload of theirs) and without a
+    held-out CPU; (None, why) when none can be trained."""
     try:
         table = load_kernel_table(root, progress=False)
     except GnnperfError as exc:
         return None, f"no kernel model: {exc}"
-    leaked = held_out_workloads(workloads_of_models(root), test_models, train_models)
+    model_workloads = workloads_of_models(root)
+    leaked = held_out_workloads(model_workloads, test_models, train_models)
+    if strict:  # held-out architectures: none of their workloads, shared or not
+        leaked |= set().union(*(w for m, w in model_workloads.items() if m in test_models))
     keep = ~np.isin(table.workload, list(leaked))
     if holdout_cpu is not None:
         keep &= np.array([host_of(str(h)) != holdout_cpu for h in table.hw_id])
@@ -186,7 +190,8 @@ def run_split(ds: LatencyDataset, ds_onnx: LatencyDataset, run: SplitRun, cfg: B
     with tempfile.TemporaryDirectory(prefix="gnnperf-bench-") as tmp:
         kernel_path, why = split_kernel_model(
             ds.folder.root, {str(g.model_id) for g in test}, {str(g.model_id) for g in train},
-            holdout_cpu, run.seed, cfg, Path(tmp))
+            holdout_cpu, run.seed, cfg, Path(tmp),
+            strict=run.kind == "leave-architecture-out")
         notes.append(why)
         kernel_model = str(kernel_path) if kernel_path is not None else "none"
         for name, overrides in GNN_VARIANTS.items():

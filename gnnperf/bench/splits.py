@@ -9,16 +9,21 @@ from typing import Any
 import numpy as np
 from torch_geometric.data import Data
 
+from gnnperf import zoo
 from gnnperf.bench.config import BenchConfig
 from gnnperf.calibrate.selection import Candidate, spread_by_size
 from gnnperf.calibrate.store import CALIBRATION_BUILDS, MAX_CALIBRATION_GFLOP
 from gnnperf.data import LatencyDataset, feature_names
+from gnnperf.data.splits import architecture_fold
 from gnnperf.hardware.spec import host_of
 from gnnperf.lowering.build_config import BuildConfig
 
 #: report key → the :func:`gnnperf.data.split_indices` kind it runs
 SPLIT_KINDS = {"random": "random", "leave_family_out": "leave-family-out",
-               "leave_cpu_out": "leave-cpu-out", "real_architectures": "real-architectures"}
+               "leave_cpu_out": "leave-cpu-out", "real_architectures": "real-architectures",
+               "held_out_architectures": "leave-architecture-out"}
+#: folds of the held-out-architecture split: each holds out a fifth of the model types
+ARCHITECTURE_FOLDS = 5
 
 
 @dataclass(frozen=True)
@@ -53,7 +58,7 @@ def plan_runs(ds: LatencyDataset, cfg: BenchConfig
     v2 = np.array([bool(v) for v in store.v2])
     families = np.array([str(f) for f in store.family])
     hosts = np.array([host_of(str(h)) for h in store.hw_id])
-    generated = np.array([not f.startswith("hf-") for f in families])
+    generated = np.array([f in zoo.FAMILIES for f in families])
     runs: list[SplitRun] = []
     skipped: dict[str, str] = {}
     if v2.any():
@@ -71,10 +76,19 @@ def plan_runs(ds: LatencyDataset, cfg: BenchConfig
                                     "train on when it is held out")
         cpus = []
     runs += [SplitRun("leave_cpu_out", c, s) for c in cpus for s in range(cfg.holdout_seeds)]
-    if (v2 & ~generated).any():
+    hf = np.array([f.startswith("hf-") for f in families])
+    if (v2 & hf).any():
         runs += [SplitRun("real_architectures", None, s) for s in range(cfg.seeds)]
     else:
         skipped["real_architectures"] = "no hf-* record measured under v2"
+    folds = {architecture_fold(f, ARCHITECTURE_FOLDS) for f in set(families[v2])} - {None}
+    if len(folds) == ARCHITECTURE_FOLDS:
+        runs += [SplitRun("held_out_architectures", f"{k}/{ARCHITECTURE_FOLDS}", 0)
+                 for k in range(ARCHITECTURE_FOLDS)]
+    else:
+        skipped["held_out_architectures"] = (
+            f"v2 records of real architectures fill {len(folds)} of the "
+            f"{ARCHITECTURE_FOLDS} model-type folds")
     return runs, skipped
 
 

@@ -14,7 +14,33 @@ from gnnperf.errors import DatasetError
 from gnnperf.hardware.spec import host_of
 from gnnperf.lowering.build_config import BUILD_KINDS, BuildConfig
 
-SPLITS = ("random", "leave-family-out", "leave-hw-out", "leave-cpu-out", "real-architectures")
+SPLITS = ("random", "leave-family-out", "leave-hw-out", "leave-cpu-out", "real-architectures",
+          "leave-architecture-out")
+
+
+def architecture_fold(family: str, folds: int) -> int | None:
+    """The fold of ``family``'s source family (its transformers model type) in a
+    ``folds``-fold held-out-architecture split; None for a generated zoo family, which
+    always trains. The fold is a stable hash of the source family, so a model type keeps
+    its fold as the corpus grows."""
+    from gnnperf.zoo.corpus.spec import is_real_architecture, source_family
+    from gnnperf.zoo.spec import stable_int
+
+    if not is_real_architecture(family):
+        return None
+    return stable_int("gnnperf.architecture_fold", source_family(family)) % folds
+
+
+def parse_fold(holdout: str | None) -> tuple[int, int]:
+    """``"k/K"`` -> (k, K): fold k (from 0) of K."""
+    try:
+        k, folds = (int(x) for x in str(holdout).split("/"))
+    except ValueError:
+        raise DatasetError(f"leave-architecture-out holds out a fold 'k/K', got {holdout!r}"
+                           ) from None
+    if not 0 <= k < folds:
+        raise DatasetError(f"fold {k} is not among 0..{folds - 1}")
+    return k, folds
 
 
 def split_group(record: dict[str, Any]) -> str:
@@ -43,7 +69,9 @@ def split_indices(
     of a real architecture can give the same graph), and a group never straddles two sets. The
     held-out part is a random ``test_frac`` of groups (``random``), the held-out family or
     hardware id, or every hardware id of the held-out CPU (``leave-cpu-out``: the machine
-    part of the id, :func:`host_of`), or the ``hf-*`` models (``real-architectures``);
+    part of the id, :func:`host_of`), or the ``hf-*`` models (``real-architectures``), or
+    every real architecture whose model type falls in fold ``holdout = "k/K"``
+    (``leave-architecture-out``: every size of a type, corpus and ``hf-*`` alike);
     validation is ``val_frac`` of the remaining groups, never taken from the held-out part,
     drawn within each stratum of :func:`_validation_strata` (v2 or not, rarest build kind).
 
@@ -66,6 +94,10 @@ def split_indices(
             what = {"leave-family-out": "family", "leave-hw-out": "hw id"}.get(kind, "CPU")
             raise DatasetError(f"{kind} needs a held-out {what}")
         held = np.array([_held_out_value(d, kind) == holdout for d in rows], dtype=bool)
+    elif kind == "leave-architecture-out":
+        k, folds = parse_fold(holdout)
+        held = np.array([architecture_fold(str(d.family), folds) == k for d in rows],
+                        dtype=bool)
     else:
         held = np.array([str(d.family).startswith("hf-") for d in rows], dtype=bool)
     test_mask = held & testable

@@ -4,7 +4,12 @@ random weights, built offline. :mod:`.catalog` lists them, :mod:`.build` constru
 
 from gnnperf.zoo.corpus.build import build_corpus
 from gnnperf.zoo.corpus.catalog import CATALOG, MODEL_TYPES, PREFIX, Architecture, corpus_order
-from gnnperf.zoo.corpus.spec import corpus_inputs, sample_corpus, source_family
+from gnnperf.zoo.corpus.spec import (
+    corpus_inputs,
+    is_real_architecture,
+    sample_corpus,
+    source_family,
+)
 
 __all__ = [
     "CATALOG",
@@ -14,6 +19,7 @@ __all__ = [
     "build_corpus",
     "corpus_inputs",
     "corpus_order",
+    "is_real_architecture",
     "sample_corpus",
     "source_family",
 ]

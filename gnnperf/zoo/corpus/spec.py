@@ -41,8 +41,25 @@ def corpus_inputs(name: str, hp: dict[str, Any]) -> InputSpec:
     return {"x": ((b, n, mels), "float32")}
 
 
+#: the transformers model type each ``hf-*`` real architecture is an instance of: holding a
+#: model type out holds these out with it
+HF_MODEL_TYPES = {
+    "hf-resnet18": "resnet", "hf-resnet50": "resnet", "hf-mobilenetv2": "mobilenet_v2",
+    "hf-efficientnet-b0": "efficientnet", "hf-convnext-tiny": "convnext", "hf-vit-b16": "vit",
+    "hf-bert-base": "bert", "hf-gpt2": "gpt2", "hf-roberta-base": "roberta",
+}
+
+
 def source_family(family: str) -> str:
-    """The unit a held-out-architecture split holds out: a corpus architecture's model type
-    (``tf-bert-l4h256`` -> ``tf:bert``); any other family is its own source."""
+    """The unit a held-out-architecture split holds out: a real architecture's model type
+    (``tf-bert-l4h256`` and ``hf-bert-base`` -> ``tf:bert``); a generated zoo family is
+    its own source."""
     arch = CATALOG.get(family)
-    return f"tf:{arch.model_type}" if arch else family
+    if arch is not None:
+        return f"tf:{arch.model_type}"
+    return f"tf:{HF_MODEL_TYPES[family]}" if family in HF_MODEL_TYPES else family
+
+
+def is_real_architecture(family: str) -> bool:
+    """A public architecture (corpus or ``hf-*``), as opposed to a generated zoo family."""
+    return family in CATALOG or family in HF_MODEL_TYPES
