@@ -92,4 +92,4 @@ def add_max_slowdown(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-slowdown", type=float, default=None, metavar="RATIO",
                    help="measure only while the speed probe runs at most RATIO times slower "
                         "than its best (default 1.15; a host whose probe never settles "
-                        "near its best needs more, see datasets/README.md)")
+                        "near its best needs more, see docs/measurement.md)")

@@ -249,7 +249,9 @@ def cmd_train_kernels(args: argparse.Namespace) -> int:
         cfg.rank_weight = args.rank_weight
     table = load_kernel_table(args.root)
     result = train_kernel_model(table, cfg)
-    path = save_kernel_model(result, cfg, table, args.out)
+    from gnnperf.estimators.gnn.training import DEFAULT_KERNEL_MODEL
+
+    path = save_kernel_model(result, cfg, table, args.out or DEFAULT_KERNEL_MODEL)
     if args.json:
         print_json(result.metrics)
     else:
@@ -275,7 +277,8 @@ def register_train_kernels(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train-kernels", help="train the kernel cost model on the kernel "
                                              "dataset (per-schedule latency and ranking)")
     p.add_argument("--root", default=None, help="dataset folder (default: the shipped one)")
-    p.add_argument("--out", type=Path, default=Path("checkpoints") / "kernel_model.pt")
+    p.add_argument("--out", type=Path, default=None,
+                   help="where to write it (default: the shipped checkpoints/kernel_model.pt)")
     p.add_argument("--epochs", type=int, default=300)
     p.add_argument("--patience", type=int, default=30)
     p.add_argument("--seed", type=int, default=0, help="model seed and workload split")

@@ -11,7 +11,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-DEFAULT_CHECKPOINT = Path(__file__).resolve().parents[2] / "checkpoints" / "gnnperf.pt"
+#: the shipped checkpoint: the repository's checkpoints/ (through the gnnperf/checkpoints
+#: link), or its copy installed as package data by a non-editable install
+SHIPPED = Path(__file__).resolve().parents[1] / "checkpoints"
+DEFAULT_CHECKPOINT = SHIPPED / "gnnperf.pt"
 
 
 def default_checkpoint() -> Path:

@@ -47,6 +47,7 @@ from gnnperf.estimators.gnn.network import (
     attach_kernel_outputs,
 )
 from gnnperf.estimators.kernel import KernelCostModel, kernel_feature_names, load_kernel_model
+from gnnperf.estimators.types import SHIPPED
 from gnnperf.hardware.spec import FEATURE_NAMES as HW_FEATURE_NAMES
 from gnnperf.hardware.spec import ISA_LEVELS, host_of
 from gnnperf.lowering.build_config import BuildConfig
@@ -54,13 +55,13 @@ from gnnperf.metrics import breakdown, conformal_quantile, metrics
 from gnnperf.seeding import seed_everything
 
 #: the kernel cost model ``python train.py`` reads (``gnnperf train-kernels`` writes it)
-DEFAULT_KERNEL_MODEL = Path(__file__).resolve().parents[3] / "checkpoints" / "kernel_model.pt"
+DEFAULT_KERNEL_MODEL = SHIPPED / "kernel_model.pt"
 
 
 def error_breakdowns(pred_ms: np.ndarray, true_ms: np.ndarray,
                     dataset: LatencyDataset | Sequence[Data], indices: Sequence[int]
                     ) -> dict[str, dict[str, dict[str, float]]]:
-    """Test metrics per machine (hosts differ in their noise floor, datasets/README.md)
+    """Test metrics per machine (hosts differ in their noise floor, docs/measurement.md)
     and per build, for the graphs ``indices`` of ``dataset`` in prediction order."""
     return {
         "test_by_host": breakdown(pred_ms, true_ms,

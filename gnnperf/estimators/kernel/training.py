@@ -50,7 +50,7 @@ class KernelTrainConfig:
     epochs: int = 300
     patience: int = 30
     groups_per_batch: int = 32
-    #: chosen on validation workloads (2026-11-25, README "Chosen on validation"; 1.0 and 0
+    #: chosen on validation workloads (2026-11-25, docs/method.md "Chosen on validation"; 1.0 and 0
     #: in benchmarks/kernel_model_val.json, 0.25 on the same split): 1.0 cost schedule MAPE
     #: (40.9% against 37.6% at 0), 0.25 kept most of it (38.5%) and predicted tuned
     #: kernels best (best candidate 29.5%)
