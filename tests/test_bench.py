@@ -268,10 +268,11 @@ def test_a_held_out_cpu_at_0_shots_is_widened_by_the_other_held_out_cpus_bias() 
     # from all three CPUs each cell has its own spread
     prior = unseen_cpu_prior(runs, "gnn")
     assert prior is not None and prior.cpus == ["a", "b", "c"]
-    assert prior.cells == pytest.approx({"default/2t": math.sqrt(0.04 / 3),
+    assert prior.cells == pytest.approx({"default/1t": math.sqrt(0.04 / 3),
                                          "sampled/2t": math.sqrt(0.25 / 3)})
     assert prior.log_spread("tuned", 2) == prior.cells["sampled/2t"]
-    assert prior.log_spread("default", 1) == pytest.approx(math.sqrt(0.29 / 6))
+    assert prior.log_spread("default", 1) == prior.log_spread("default", 2)
+    assert prior.log_spread("sampled:0", 1) == pytest.approx(math.sqrt(0.29 / 6))
     assert unseen_cpu_prior(runs, "absent") is None
 
 

@@ -37,23 +37,24 @@ def test_the_fit_is_the_median_log_ratio_and_its_spread() -> None:
 
 
 def test_each_build_kind_and_thread_count_gets_its_own_factor() -> None:
-    measured = {("sampled:0", 2): [2.0, 2.0], ("sampled:0", 1): [1.2, 1.2],
-                ("default", 2): [0.5, 0.5], ("default", 1): [0.9]}  # one model: too few
+    measured = {("sampled:0", 2): [2.0, 2.0], ("sampled:0", 1): [1.2],  # one model: too few
+                ("default", 2): [0.5, 0.5], ("default", 1): [0.5]}
     points = [CalibrationPoint(f"m{i}", 1.0, ms, 0.01, build, threads)
               for (build, threads), values in measured.items()
               for i, ms in enumerate(values)]
     fitted = Calibration.fit(points, cpu_id="cpu", checkpoint_sha256="x", hw_id="h",
                              build="default,sampled:0")
-    assert sorted(fitted.cells) == ["default/2t", "sampled/1t", "sampled/2t"]
+    # default builds have no parallel loop: one cell for every thread count
+    assert sorted(fitted.cells) == ["default/1t", "sampled/2t"]
     assert math.exp(fitted.correction("sampled:0", 2)[0]) == pytest.approx(2.0)
-    assert math.exp(fitted.correction("sampled:7", 1)[0]) == pytest.approx(1.2)
     assert math.exp(fitted.correction("default", 2)[0]) == pytest.approx(0.5)
+    assert fitted.correction("default", 1) == fitted.correction("default", 2)
     assert fitted.correction("default", 2)[1] == pytest.approx(0.0)
     # tuned builds, which a new machine cannot measure, take sampled's factor
     assert fitted.correction("tuned", 2) == fitted.correction("sampled:0", 2)
     # a cell measured on fewer than two models falls back to all points together
-    assert fitted.correction("default", 1) == (fitted.log_factor, fitted.log_spread)
-    assert math.exp(fitted.log_factor) == pytest.approx(1.2)
+    assert fitted.correction("sampled:7", 1) == (fitted.log_factor, fitted.log_spread)
+    assert math.exp(fitted.log_factor) == pytest.approx(math.sqrt(0.5 * 1.2))  # the median
     # a store written before per-cell factors reads back with one factor for everything
     old = {k: v for k, v in fitted.to_dict().items() if k != "cells"}
     old["points"] = [{k: v for k, v in p.items() if k not in ("build", "threads")}
@@ -188,12 +189,12 @@ def test_calibrate_measures_here_and_predict_applies_it_to_this_cpu_only(
     assert all(z.calibration == "" for z in zero_shot)
     assert [bool(z.unseen_cpu) for z in zero_shot] == [bool(u) for u in unseen]
     assert len(done.points) == 8 and all(p.measured_ms > 0 for p in done.points)
-    assert sorted(done.cells) == ["default/1t", "default/2t", "sampled/1t", "sampled/2t"]
+    assert sorted(done.cells) == ["default/1t", "sampled/1t", "sampled/2t"]
     stored = load_calibration(hw.cpu_id, checkpoint_sha256())
     assert stored is not None and stored.to_dict() == done.to_dict()
     # each prediction by its cell's factor, tuned by sampled's at the same threads
     for (_, build), cell, zero, fixed, spread in zip(
-            configs, ["sampled/2t", "sampled/1t", "default/2t", "sampled/2t"], zero_shot,
+            configs, ["sampled/2t", "sampled/1t", "default/1t", "sampled/2t"], zero_shot,
             calibrated, unseen, strict=True):
         factor = math.exp(done.cells[cell].log_factor)
         assert fixed.latency_ms == pytest.approx(zero.latency_ms * factor, rel=1e-6), build

@@ -34,10 +34,14 @@ CALIBRATION_BUILDS = ("default", "sampled:0")
 
 def cell_of(build: str, threads: int) -> str:
     """The calibration cell of a build at a thread count, e.g. ``sampled/2t``: a checkpoint's
-    bias on a new CPU differs by build kind and threads (serial ``default`` loops scale
-    with neither, MetaSchedule's parallel schedules with both), so each gets its own factor.
-    ``tuned`` builds, which a new machine cannot measure untuned, share ``sampled``'s."""
+    bias on a new CPU differs by build kind and threads (MetaSchedule's parallel schedules
+    scale with both), so each gets its own factor. ``default`` builds have no parallel
+    loop: they run as at one thread whatever the thread count, so one cell (``default/1t``)
+    serves them all and a correction keeps their predictions thread-invariant. ``tuned``
+    builds, which a new machine cannot measure untuned, share ``sampled``'s."""
     kind = BuildConfig.parse(build).kind
+    if kind == "default":
+        return "default/1t"
     return f"{'sampled' if kind == 'tuned' else kind}/{int(threads)}t"
 
 

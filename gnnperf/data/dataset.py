@@ -11,10 +11,11 @@ from typing import Any
 
 import torch
 from torch_geometric.data import InMemoryDataset
+from tqdm import tqdm
 
 from gnnperf.atomic import atomic_path
 from gnnperf.collect.graph_traces import join_traces
-from gnnperf.data.encoding import feature_names, record_to_data
+from gnnperf.data.encoding import feature_names, record_to_data, serial_figures
 from gnnperf.errors import DatasetError, one_line
 from gnnperf.estimators.kernel.dataset import tuned_candidates
 from gnnperf.features import KernelGraph
@@ -29,7 +30,7 @@ from gnnperf.store.shards import (
 )
 
 #: Bump when the fields of the encoded ``Data`` items change (invalidates processed caches).
-_DATA_LAYOUT = 8
+_DATA_LAYOUT = 9  # 9: serial kernels read the one-thread hardware view
 
 GRAPH_KINDS = ("kernel", "onnx")
 
@@ -188,12 +189,14 @@ class LatencyDataset(InMemoryDataset):
         needed = {(n.struct_hash, rec["hw_id"])
                   for rec, graph, is_tuned in encoded if is_tuned for n in graph.nodes}
         candidates = tuned_candidates(self.folder, needed=needed) if needed else {}
+        serial = serial_figures(rec for rec, _, _ in encoded)
         items = []
-        for rec, graph, is_tuned in encoded:
+        for rec, graph, is_tuned in tqdm(encoded, desc=f"encoding {self.graph_kind} graphs",
+                                         unit="record", mininterval=1.0):
             if is_tuned:
                 graph = graph.with_candidates(
                     lambda n, hw_id=rec["hw_id"]: candidates.get((n.struct_hash, hw_id), []))
-            data = record_to_data(rec, graph)
+            data = record_to_data(rec, graph, serial)
             if self.graph_kind != "kernel":
                 data.kernel_mask = torch.zeros_like(data.kernel_mask)
             items.append(data)

@@ -4,6 +4,8 @@ dataflow edges, whole-model and per-kernel labels."""
 from __future__ import annotations
 
 import math
+import statistics
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -15,7 +17,7 @@ from gnnperf.errors import DatasetError
 from gnnperf.estimators.kernel.dataset import candidate_rows, kernel_input_vector
 from gnnperf.features import KernelGraph, node_feature_names, node_feature_vector
 from gnnperf.hardware.spec import FEATURE_NAMES as HW_FEATURE_NAMES
-from gnnperf.hardware.spec import HardwareSpec
+from gnnperf.hardware.spec import HardwareSpec, host_of
 from gnnperf.lowering.build_config import BUILD_KINDS, BuildConfig
 from gnnperf.store.shards import is_v2
 
@@ -42,8 +44,15 @@ def graph_to_data(graph: KernelGraph, hw: HardwareSpec, build: str | None = None
     n = len(graph.nodes)
     if n == 0:
         raise DatasetError("a kernel graph without kernels cannot be encoded")
-    shared = build_feature_vector(build or graph.build) + hw.feature_vector()
-    x = torch.tensor([node_feature_vector(node, n) + shared for node in graph.nodes],
+    # a kernel without a parallel loop runs on one core at any thread count: it reads the
+    # one-thread view of the hardware, so serial kernels (every kernel of a ``default``
+    # build) cost the same at 1 and N threads by construction
+    serial_hw = hw.serial_view()
+    node_hw = [hw if node.parallel else serial_hw for node in graph.nodes]
+    build_vector = build_feature_vector(build or graph.build)
+    vectors = {id(h): build_vector + h.feature_vector() for h in (hw, serial_hw)}
+    x = torch.tensor([node_feature_vector(node, n) + vectors[id(h)]
+                      for node, h in zip(graph.nodes, node_hw, strict=True)],
                      dtype=torch.float32)
     if graph.edges:
         edge_index = torch.tensor([[a for a, _, _ in graph.edges], [b for _, b, _ in graph.edges]],
@@ -56,6 +65,7 @@ def graph_to_data(graph: KernelGraph, hw: HardwareSpec, build: str | None = None
     kind = BuildConfig.parse(build or graph.build).kind
     # the kernel cost model's inputs: each kernel described as the kernel dataset describes
     # a measured schedule (tir kernels only; builtins are data movement it never saw)
+    # (each row takes the serial view itself where its kernel or candidate is serial)
     x_kernel = torch.tensor([kernel_input_vector(node, node.schedule_trace, hw)
                              for node in graph.nodes], dtype=torch.float32)
     # a tuned kernel's candidate schedules, each row naming its kernel (PyG shifts an
@@ -72,18 +82,53 @@ def graph_to_data(graph: KernelGraph, hw: HardwareSpec, build: str | None = None
                 kernel_tuned=torch.full((n,), kind == "tuned", dtype=torch.bool))
 
 
-def record_hardware(record: dict[str, Any]) -> HardwareSpec:
+SerialFigures = dict[tuple[str, str], dict[str, Any]]
+
+
+def serial_figures(records: Iterable[dict[str, Any]]) -> SerialFigures:
+    """Per (CPU, ISA), the one-thread figures of that CPU's one-thread records (medians):
+    what :meth:`HardwareSpec.serial_view` reads for a record taken at more threads, whose
+    own spec measured only its own thread count."""
+    peaks: dict[tuple[str, str], list[float]] = {}
+    bws: dict[tuple[str, str], list[float]] = {}
+    refs: dict[tuple[str, str], dict[str, list[float]]] = {}
+    for rec in records:
+        hw = rec["hw"]
+        if int(hw["threads"]) != 1:
+            continue
+        key = (host_of(str(rec["hw_id"])), str(hw["isa"]))
+        peaks.setdefault(key, []).append(float(hw["peak_gflops"]))
+        bws.setdefault(key, []).append(float(hw["mem_bw_gbs"]))
+        if is_v2(rec):
+            for name, v in rec["reference"].items():
+                refs.setdefault(key, {}).setdefault(name, []).append(float(v["median_ms"]))
+    out: SerialFigures = {}
+    for key in peaks:
+        out[key] = {"peak_gflops": statistics.median(peaks[key]),
+                    "mem_bw_gbs": statistics.median(bws[key])}
+        if key in refs:
+            out[key]["reference_ms"] = {k: statistics.median(v) for k, v in refs[key].items()}
+    return out
+
+
+def record_hardware(record: dict[str, Any], serial: SerialFigures | None = None
+                    ) -> HardwareSpec:
     """The record's hardware as it was while the label was taken: under measurement v2,
-    with the medians of the reference kernels timed beside the label."""
+    with the medians of the reference kernels timed beside the label; above one thread,
+    with its CPU's one-thread figures from ``serial`` (:func:`serial_figures`)."""
     hw = HardwareSpec.from_dict(record["hw"])
     if is_v2(record):
         hw = replace(hw, reference_ms={k: float(v["median_ms"])
                                        for k, v in record["reference"].items()})
+    one_thread = (serial or {}).get((host_of(str(record["hw_id"])), hw.isa))
+    if hw.threads > 1 and one_thread is not None:
+        hw = replace(hw, serial=one_thread)
     return hw
 
 
-def record_to_data(record: dict[str, Any], graph: KernelGraph) -> Data:
-    data = graph_to_data(graph, record_hardware(record), record["build"])
+def record_to_data(record: dict[str, Any], graph: KernelGraph,
+                   serial: SerialFigures | None = None) -> Data:
+    data = graph_to_data(graph, record_hardware(record, serial), record["build"])
     n = data.num_nodes
     kernels = record.get("kernels_ms")
     if kernels is not None and len(kernels) == n:

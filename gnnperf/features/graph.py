@@ -59,6 +59,12 @@ class KernelNode:
     candidates: list[dict[str, Any]] = field(default_factory=list)
 
     @property
+    def parallel(self) -> bool:
+        """Whether the kernel has a parallel loop: only then can more threads speed it up
+        (a serial kernel runs on one core whatever the thread pool holds)."""
+        return float(self.loops.get("parallel_extent", 1.0)) > 1.0
+
+    @property
     def intensity(self) -> float:
         """FLOPs per byte moved: where the kernel sits on the roofline."""
         return self.flops / max(1, self.bytes_read + self.bytes_written)

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +159,10 @@ class HardwareSpec:
     #: reference kernel → median ms, the machine's state when the spec was taken
     #: (``gnnperf hw``; see :mod:`gnnperf.measure.reference`); None when not measured
     reference_ms: dict[str, float] | None = field(default=None, compare=False)
+    #: the same CPU and ISA at one thread: ``peak_gflops``, ``mem_bw_gbs`` and, once
+    #: measured, ``reference_ms`` (what a kernel without a parallel loop runs on, whatever
+    #: the thread count; :meth:`serial_view`). None at one thread, and in older specs.
+    serial: dict[str, Any] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         _check_isa(self.isa)
@@ -203,7 +207,13 @@ class HardwareSpec:
         signature = read_signature(cores, caches)
         peak, bw = (_measured_figures(signature.id, isa, threads, remeasure) if measure
                     else (0.0, 0.0))
+        serial = None
+        if threads > 1:
+            peak1, bw1 = (_measured_figures(signature.id, isa, 1, remeasure) if measure
+                          else (0.0, 0.0))
+            serial = {"peak_gflops": peak1, "mem_bw_gbs": bw1}
         return cls(
+            serial=serial,
             isa=isa,
             threads=threads,
             cpu_model=_cpu_model(),
@@ -284,6 +294,26 @@ class HardwareSpec:
         return cls.from_dict(data)
 
     # -- derived views ----------------------------------------------------------------------
+    def serial_view(self) -> HardwareSpec:
+        """The hardware a kernel without a parallel loop runs on: this CPU at one thread.
+
+        Why: such a kernel runs on one core whatever the thread pool holds, so what the
+        estimators read about the hardware must not change with the thread count; a
+        ``default`` build (no parallel loop at all) is then predicted the same at any
+        thread count by construction. Without one-thread figures (a spec from before they
+        were recorded) they are derived: peak and bandwidth per thread, reference kernels
+        as measured (an approximation; :meth:`local` and
+        :func:`gnnperf.measure.local.with_reference_figures` give the measured ones).
+        """
+        if self.threads == 1:
+            return self
+        serial = self.serial or {}
+        return replace(
+            self, threads=1,
+            peak_gflops=float(serial.get("peak_gflops") or self.peak_gflops / self.threads),
+            mem_bw_gbs=float(serial.get("mem_bw_gbs") or self.mem_bw_gbs / self.threads),
+            reference_ms=serial.get("reference_ms", self.reference_ms), serial=None)
+
     @property
     def hw_id(self) -> str:
         """Short stable id, e.g. ``local/x86-64-v3/2t``."""

@@ -186,13 +186,21 @@ def with_reference_figures(spec: HardwareSpec, remeasure: bool = False) -> Hardw
     (``gnnperf hw`` times the kernels again for the state *now*). A spec that already
     carries reference times keeps them.
     """
-    if spec.reference_ms and not remeasure:
+    if spec.reference_ms and not remeasure and (
+            spec.serial is None or "reference_ms" in spec.serial):
         return spec
 
-    def measure() -> dict[str, float]:
-        timed = measure_reference(reference_library(spec), spec.threads)
-        return {k: v["median_ms"] for k, v in timed.items()}
+    def medians(threads: int) -> dict[str, float]:
+        def measure() -> dict[str, float]:
+            timed = measure_reference(reference_library(spec), threads)
+            return {k: v["median_ms"] for k, v in timed.items()}
 
-    medians = cached_figures("reference_figures", f"{spec.cpu_id}|{spec.isa}|{spec.threads}",
-                             measure, remeasure)
-    return replace(spec, reference_ms={k: float(v) for k, v in medians.items()})
+        cached = cached_figures("reference_figures", f"{spec.cpu_id}|{spec.isa}|{threads}",
+                                measure, remeasure)
+        return {k: float(v) for k, v in cached.items()}
+
+    if not spec.reference_ms or remeasure:
+        spec = replace(spec, reference_ms=medians(spec.threads))
+    if spec.serial is not None:  # what a serial kernel sees: the one-thread figures
+        spec = replace(spec, serial={**spec.serial, "reference_ms": medians(1)})
+    return spec

@@ -70,7 +70,11 @@ def kernel_feature_names() -> list[str]:
 
 
 def kernel_input_vector(node: KernelNode, trace_json: Any, hw: HardwareSpec) -> list[float]:
-    """One row of the table, for a kernel whether it was measured alone or sits in a graph."""
+    """One row of the table, for a kernel whether it was measured alone or sits in a graph;
+    a serial kernel reads the one-thread view of the hardware (its time cannot depend on
+    the thread count, :meth:`HardwareSpec.serial_view`)."""
+    if not node.parallel:
+        hw = hw.serial_view()
     names = node_feature_names()
     full = dict(zip(names, node_feature_vector(node, n_nodes=2), strict=True))
     sched = schedule_feature_vector(

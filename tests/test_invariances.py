@@ -1,0 +1,81 @@
+"""What holds physically holds in the predictions, by construction.
+
+A kernel without a parallel loop runs on one core whatever the thread pool holds, so it
+reads the one-thread view of the hardware (:meth:`HardwareSpec.serial_view`); a
+``default`` build has no parallel loop at all, so its prediction cannot move with the
+thread count. Checked on every zoo family and on corpus architectures of every modality.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pytest
+
+from gnnperf import zoo
+from gnnperf.data import graph_to_data
+from gnnperf.estimators.gnn.predictor import Predictor
+from gnnperf.features import extract_graph
+from gnnperf.frontend import import_to_relax, load_onnx
+from gnnperf.hardware.spec import HardwareSpec
+from gnnperf.lowering.pipeline import lower
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+CORPUS = ("tf-bert-l2h128", "tf-gpt2-l2h128", "tf-t5-l2h128", "tf-resnet-w25d34",
+          "tf-swin-w25d34", "tf-wav2vec2-l2h128", "tf-whisper-l2h128")
+
+
+@pytest.fixture(scope="module")
+def predictor() -> Predictor:
+    return Predictor()  # the shipped checkpoint
+
+
+@pytest.fixture(scope="module")
+def two_threads() -> HardwareSpec:
+    """A Zen 4 guest at 2 threads, with its one-thread figures (from its 1t records)."""
+    return HardwareSpec.coerce(str(FIXTURES / "hw_zen4_v3_2t.json"))
+
+
+def test_the_serial_view_is_the_cpu_at_one_thread(two_threads: HardwareSpec) -> None:
+    one = two_threads.serial_view()
+    assert one.threads == 1 and one.serial is None and one.isa == two_threads.isa
+    assert one.peak_gflops == two_threads.serial["peak_gflops"]
+    assert one.reference_ms == two_threads.serial["reference_ms"]
+    assert one.serial_view() is one
+    # a spec without one-thread figures derives them per thread
+    bare = HardwareSpec.from_dict({**two_threads.to_dict(), "serial": None}).serial_view()
+    assert bare.peak_gflops == pytest.approx(two_threads.peak_gflops / 2)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", zoo.FAMILIES + zoo.REAL_ARCHITECTURES + CORPUS)
+def test_default_builds_are_predicted_the_same_at_one_and_two_threads(
+        family: str, predictor: Predictor, two_threads: HardwareSpec) -> None:
+    spec = zoo.tiny_spec(family) if family in zoo.FAMILIES + zoo.REAL_ARCHITECTURES \
+        else zoo.sample_spec(family, 0)
+    graph = extract_graph(lower(import_to_relax(load_onnx(zoo.export_onnx(spec))),
+                                two_threads, "default"))
+    one_thread = two_threads.serial_view()
+    # every kernel of a default build is serial: the encoded inputs are identical
+    a, b = graph_to_data(graph, two_threads), graph_to_data(graph, one_thread)
+    assert (a.x == b.x).all() and (a.x_kernel == b.x_kernel).all()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        two, one = predictor.predict_graphs([(graph, two_threads), (graph, one_thread)],
+                                            calibrated=False)
+    assert two.latency_ms == pytest.approx(one.latency_ms, rel=0.05)
+
+
+@pytest.mark.slow
+def test_parallel_kernels_still_see_the_thread_count(two_threads: HardwareSpec) -> None:
+    """The construction only pins serial kernels: a sampled build's parallel kernels read
+    the hardware at its thread count (or 2 threads could never be predicted faster)."""
+    spec = zoo.tiny_spec("vgg")
+    graph = extract_graph(lower(import_to_relax(load_onnx(zoo.export_onnx(spec))),
+                                two_threads, "sampled:0"))
+    parallel = [n.index for n in graph.nodes
+                if n.parallel]
+    assert parallel, "a sampled build of a conv net has parallel kernels"
+    a, b = graph_to_data(graph, two_threads), graph_to_data(graph, two_threads.serial_view())
+    assert not (a.x[parallel] == b.x[parallel]).all()
