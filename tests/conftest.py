@@ -165,3 +165,30 @@ def small_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
         capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return root
+
+
+@pytest.fixture(scope="session")
+def tiny_graph():
+    """``tiny_graph(family, build)``: the kernel graph of ``family``'s tiny model (a corpus
+    architecture at its first size) lowered for x86-64-v3 on 2 cores, lowered once per
+    session. The graph depends on the target's ISA and cores only, so every test that
+    predicts zoo models at any thread count or hardware figures shares it."""
+    from gnnperf import zoo
+    from gnnperf.features import extract_graph
+    from gnnperf.frontend import import_to_relax, load_onnx
+    from gnnperf.lowering.pipeline import lower
+
+    target = {"kind": "llvm", "mcpu": "x86-64-v3", "num-cores": 2}
+    modules: dict[str, object] = {}
+    graphs: dict[tuple[str, str], object] = {}
+
+    def get(family: str, build: str):
+        if (family, build) not in graphs:
+            if family not in modules:
+                spec = (zoo.tiny_spec(family) if family in zoo.FAMILIES + zoo.REAL_ARCHITECTURES
+                        else zoo.sample_spec(family, 0))
+                modules[family] = import_to_relax(load_onnx(zoo.export_onnx(spec)))
+            graphs[family, build] = extract_graph(lower(modules[family], target, build))
+        return graphs[family, build]
+
+    return get

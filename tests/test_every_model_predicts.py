@@ -62,12 +62,10 @@ def _check_prediction(predictor: Predictor, graph: KernelGraph, hw: HardwareSpec
 
 @pytest.mark.parametrize("family", zoo.FAMILIES + zoo.REAL_ARCHITECTURES)
 def test_every_zoo_family_gets_a_graph_and_a_prediction_under_every_build(
-        family: str, predictor: Predictor, hw: HardwareSpec) -> None:
-    spec = zoo.tiny_spec(family)
-    assert spec.model_id.endswith("tiny")
-    mod = import_to_relax(load_onnx(zoo.export_onnx(spec)))
+        family: str, predictor: Predictor, hw: HardwareSpec, tiny_graph) -> None:  # noqa: ANN001
+    assert zoo.tiny_spec(family).model_id.endswith("tiny")
     for build in BUILDS:
-        graph = extract_graph(lower(mod, hw, build))
+        graph = tiny_graph(family, build)
         assert graph.nodes and graph.build == build
         assert any(n.kind == "tir" for n in graph.nodes)
         _check_prediction(predictor, graph, hw)

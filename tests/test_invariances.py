@@ -16,10 +16,7 @@ import pytest
 from gnnperf import zoo
 from gnnperf.data import graph_to_data
 from gnnperf.estimators.gnn.predictor import Predictor
-from gnnperf.features import extract_graph
-from gnnperf.frontend import import_to_relax, load_onnx
 from gnnperf.hardware.spec import HardwareSpec
-from gnnperf.lowering.pipeline import lower
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 CORPUS = ("tf-bert-l2h128", "tf-gpt2-l2h128", "tf-t5-l2h128", "tf-resnet-w25d34",
@@ -51,11 +48,9 @@ def test_the_serial_view_is_the_cpu_at_one_thread(two_threads: HardwareSpec) -> 
 @pytest.mark.slow
 @pytest.mark.parametrize("family", zoo.FAMILIES + zoo.REAL_ARCHITECTURES + CORPUS)
 def test_default_builds_are_predicted_the_same_at_one_and_two_threads(
-        family: str, predictor: Predictor, two_threads: HardwareSpec) -> None:
-    spec = zoo.tiny_spec(family) if family in zoo.FAMILIES + zoo.REAL_ARCHITECTURES \
-        else zoo.sample_spec(family, 0)
-    graph = extract_graph(lower(import_to_relax(load_onnx(zoo.export_onnx(spec))),
-                                two_threads, "default"))
+        family: str, predictor: Predictor, two_threads: HardwareSpec,
+        tiny_graph) -> None:  # noqa: ANN001
+    graph = tiny_graph(family, "default")
     one_thread = two_threads.serial_view()
     # every kernel of a default build is serial: the encoded inputs are identical
     a, b = graph_to_data(graph, two_threads), graph_to_data(graph, one_thread)
@@ -68,12 +63,11 @@ def test_default_builds_are_predicted_the_same_at_one_and_two_threads(
 
 
 @pytest.mark.slow
-def test_parallel_kernels_still_see_the_thread_count(two_threads: HardwareSpec) -> None:
+def test_parallel_kernels_still_see_the_thread_count(two_threads: HardwareSpec,
+                                                    tiny_graph) -> None:  # noqa: ANN001
     """The construction only pins serial kernels: a sampled build's parallel kernels read
     the hardware at its thread count (or 2 threads could never be predicted faster)."""
-    spec = zoo.tiny_spec("vgg")
-    graph = extract_graph(lower(import_to_relax(load_onnx(zoo.export_onnx(spec))),
-                                two_threads, "sampled:0"))
+    graph = tiny_graph("vgg", "sampled:0")
     parallel = [n.index for n in graph.nodes
                 if n.parallel]
     assert parallel, "a sampled build of a conv net has parallel kernels"

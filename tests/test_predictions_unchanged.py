@@ -22,9 +22,9 @@ def _freezer():
 
 
 @pytest.mark.slow
-def test_tiny_model_predictions_match_the_frozen_ones() -> None:
+def test_tiny_model_predictions_match_the_frozen_ones(tiny_graph) -> None:  # noqa: ANN001
     frozen = json.loads((ROOT / "tests" / "fixtures" / "tiny_predictions.json").read_text())
-    now = _freezer().tiny_predictions()
+    now = _freezer().tiny_predictions(tiny_graph)
     assert set(now) == set(frozen)
     for family, builds in frozen.items():
         for build, ms in builds.items():

@@ -13,7 +13,9 @@ from __future__ import annotations
 import argparse
 import json
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from gnnperf.atomic import write_text
 
@@ -22,21 +24,30 @@ HW_FILE = FIXTURES / "hw_zen4_v3_2t.json"
 BUILDS = ("default", "sampled:0")
 
 
-def tiny_predictions() -> dict[str, dict[str, float]]:
-    """{family: {build: predicted ms}} for every zoo family's tiny model, uncalibrated."""
+def _lower(family: str, build: str) -> Any:
     from gnnperf import zoo
-    from gnnperf.estimators.gnn.predictor import Predictor
     from gnnperf.features import extract_graph
     from gnnperf.frontend import import_to_relax, load_onnx
-    from gnnperf.hardware.spec import HardwareSpec
     from gnnperf.lowering.pipeline import lower
+
+    mod = import_to_relax(load_onnx(zoo.export_onnx(zoo.tiny_spec(family))))
+    return extract_graph(lower(mod, {"kind": "llvm", "mcpu": "x86-64-v3", "num-cores": 2},
+                               build))
+
+
+def tiny_predictions(graph_of: Callable[[str, str], Any] = _lower
+                     ) -> dict[str, dict[str, float]]:
+    """{family: {build: predicted ms}} for every zoo family's tiny model, uncalibrated;
+    ``graph_of(family, build)`` lowers it (tests pass their session's shared graphs)."""
+    from gnnperf import zoo
+    from gnnperf.estimators.gnn.predictor import Predictor
+    from gnnperf.hardware.spec import HardwareSpec
 
     hw = HardwareSpec.coerce(str(HW_FILE))
     predictor = Predictor()
     out: dict[str, dict[str, float]] = {}
     for family in zoo.FAMILIES + zoo.REAL_ARCHITECTURES:
-        mod = import_to_relax(load_onnx(zoo.export_onnx(zoo.tiny_spec(family))))
-        graphs = [(extract_graph(lower(mod, hw, build)), hw) for build in BUILDS]
+        graphs = [(graph_of(family, build), hw) for build in BUILDS]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             results = predictor.predict_graphs(graphs, calibrated=False)

@@ -43,7 +43,8 @@ def _records_and_graphs(shards_dir: Path, kind: str = "kernel"
     traces: list[dict[str, Any]] = []
     structural: dict[str, str] | None = None if kind == "kernel" else {}
     kinds = ("graph", "graph_traces") if kind == "kernel" else ("onnx_graph",)
-    for obj in iter_lines(shards_dir, kinds=kinds):
+    lines = iter_lines(shards_dir, kinds=kinds)
+    for obj in tqdm(lines, desc="reading graphs", unit=" graphs", mininterval=1.0):
         if obj["kind"] == "graph_traces":
             traces.append(obj)
             continue

@@ -21,6 +21,7 @@ import io
 import json
 import math
 import os
+import re
 import shutil
 from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from tqdm import tqdm
 
 from gnnperf.atomic import write_bytes
 from gnnperf.errors import DatasetError
@@ -241,13 +243,34 @@ def _shard_rows(records: list[dict[str, Any]], workloads: dict[str, Any],
     }
 
 
-def _read_shards(folder: DatasetFolder) -> tuple[dict[str, Any], dict[Path, list[dict[str, Any]]]]:
-    """(MetaSchedule workload JSON by workload id, each kernel shard's records)."""
+_WORKLOAD_ID = re.compile(r'"workload_id":"([^"]+)"')
+_HW_ID = re.compile(r'"hw_id":"([^"]+)"')
+
+
+def _read_shards(folder: DatasetFolder, progress: bool = True,
+                 needed: AbstractSet[tuple[str, str]] | None = None
+                 ) -> tuple[dict[str, Any], dict[Path, list[dict[str, Any]]]]:
+    """(MetaSchedule workload JSON by workload id, each kernel shard's records); with
+    ``needed``, only the workloads and records of those (workload id, hardware id) pairs
+    are parsed (most of a cold load is parsing records no tuned record reads)."""
     workloads: dict[str, Any] = {}
     by_shard: dict[Path, list[dict[str, Any]]] = {}
-    for path in shard_paths(folder.kernels):
+    keep = None
+    if needed is not None:
+        wanted = {w for w, _ in needed}
+
+        def keep(line: str) -> bool:
+            workload = _WORKLOAD_ID.search(line)
+            if workload is None or workload.group(1) not in wanted:
+                return workload is None  # lines of other kinds are small: keep them
+            hw = _HW_ID.search(line)
+            return hw is None or (workload.group(1), hw.group(1)) in needed
+
+    paths = shard_paths(folder.kernels)
+    for path in tqdm(paths, desc="reading kernel shards", unit="shard", disable=not progress,
+                     mininterval=1.0):
         by_shard[path] = []
-        for o in iter_shard(path):
+        for o in iter_shard(path, keep):
             if o.get("kind") == "kernel_workload":
                 workloads[o["workload_id"]] = o["ms_workload"]
             elif o.get("kind") == "kernel_record":
@@ -259,8 +282,6 @@ def _build(folder: DatasetFolder, progress: bool) -> KernelTable:
     """Rows shard by shard, each shard's rows cached under ``processed/kernel_rows/`` by its
     contents and the feature code: a grown dataset only computes its new shards' rows, and
     one whose rows are all cached is not parsed at all (parsing is most of a cold load)."""
-    from tqdm import tqdm
-
     cache_dir = folder.processed / "kernel_rows" / _code_fingerprint()
     cached: dict[Path, Path] = {
         path: cache_dir / f"{path.name}-{hashlib.sha256(path.read_bytes()).hexdigest()[:16]}.npz"
@@ -268,7 +289,8 @@ def _build(folder: DatasetFolder, progress: bool) -> KernelTable:
     workloads: dict[str, Any] = {}
     by_shard: dict[Path, list[dict[str, Any]]] = {}
     if not all(c.exists() for c in cached.values()):
-        workloads, by_shard = _read_shards(folder)  # a record's workload may be in any shard
+        # a record's workload may be in any shard
+        workloads, by_shard = _read_shards(folder, progress)
     todo = sum(len(recs) for path, recs in by_shard.items() if not cached[path].exists())
     parts: list[dict[str, np.ndarray]] = []
     parsed: dict[str, Any] = {}
@@ -324,7 +346,7 @@ def tuned_candidates(root: str | os.PathLike[str] | DatasetFolder | None = None,
     out: dict[tuple[str, str], list[dict[str, Any]]] = {}
     if not folder.kernels.is_dir():
         return out
-    workloads, by_shard = _read_shards(folder)
+    workloads, by_shard = _read_shards(folder, needed=needed)
     parsed: dict[str, Any] = {}
 
     def used(rec: dict[str, Any]) -> bool:
