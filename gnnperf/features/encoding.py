@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
 
@@ -46,6 +47,12 @@ def op_class(node: KernelNode) -> str:
 
 
 def node_feature_names() -> list[str]:
+    """Column names of :func:`node_feature_vector` (a fresh list: callers extend it)."""
+    return list(_node_feature_names())
+
+
+@lru_cache(maxsize=1)
+def _node_feature_names() -> tuple[str, ...]:
     names = [f"op_{c}" for c in OP_CLASSES] + [f"pattern_{p}" for p in PATTERN_NAMES]
     names += ["log_flops", "log_bytes_read", "log_bytes_written", "log_param_bytes",
               "log_input_bytes", "log_intensity", "n_inputs", "n_outputs", "log_out_elems",
@@ -53,7 +60,7 @@ def node_feature_names() -> list[str]:
     names += [f"loop_log_{k}" for k in LOOP_KEYS]
     names += [f"ms_{i}" for i in range(MS_FEATURE_DIM)]
     names += [f"missing_{a}" for a in ANALYSES] + ["schedule_fallback"]
-    return names
+    return tuple(names)
 
 
 def node_feature_vector(node: KernelNode, n_nodes: int) -> list[float]:

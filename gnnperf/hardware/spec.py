@@ -21,6 +21,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -305,6 +306,11 @@ class HardwareSpec:
         as measured (an approximation; :meth:`local` and
         :func:`gnnperf.measure.local.with_reference_figures` give the measured ones).
         """
+        return self._serial_view
+
+    @cached_property
+    def _serial_view(self) -> HardwareSpec:
+        # cached on the (frozen) instance: every serial node of a graph asks for it
         if self.threads == 1:
             return self
         serial = self.serial or {}

@@ -26,7 +26,7 @@ import shutil
 from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +47,7 @@ from gnnperf.features.schedule import SCHEDULE_FEATURE_NAMES, schedule_feature_v
 from gnnperf.hardware.spec import FEATURE_NAMES as HW_FEATURE_NAMES
 from gnnperf.hardware.spec import HardwareSpec
 from gnnperf.store.folder import DatasetFolder
+from gnnperf.store.records import record_hardware
 from gnnperf.store.shards import iter_lines, iter_shard, shard_paths
 
 if TYPE_CHECKING:
@@ -61,8 +62,13 @@ GRAPH_ONLY = ("log_param_bytes", "log_input_bytes", "is_first", "is_last")
 
 def kernel_node_feature_names() -> list[str]:
     """The node features a kernel has on its own (no pattern: workloads do not keep it)."""
-    return [n for n in node_feature_names()
-            if n not in GRAPH_ONLY and not n.startswith("pattern_")]
+    return list(_kernel_node_feature_names())
+
+
+@lru_cache(maxsize=1)
+def _kernel_node_feature_names() -> tuple[str, ...]:
+    return tuple(n for n in node_feature_names()
+                 if n not in GRAPH_ONLY and not n.startswith("pattern_"))
 
 
 def kernel_feature_names() -> list[str]:
@@ -124,14 +130,6 @@ class KernelTable:
                        unscheduled=self.unscheduled[rows])
 
 
-def _record_hardware(rec: dict[str, Any]) -> HardwareSpec:
-    hw = HardwareSpec.from_dict(rec["hw"])
-    if rec.get("reference"):
-        hw = replace(hw, reference_ms={k: float(v["median_ms"])
-                                       for k, v in rec["reference"].items()})
-    return hw
-
-
 def _scheduled(ms_record: list[Any], workload: Any) -> tuple[Any, Any]:
     """(scheduled PrimFunc, target) of a MetaSchedule record, by replaying its trace."""
     import tvm
@@ -187,7 +185,7 @@ def _row(rec: dict[str, Any], statics: KernelStatics) -> list[float]:
         loops=dict(statics.loops), ms_features=list(statics.ms_features),
         missing=list(statics.missing))
     return kernel_input_vector(node, ms_record[0] if rec["schedule"] != "unscheduled" else None,
-                               _record_hardware(rec))
+                               record_hardware(rec))
 
 
 def _code_fingerprint() -> str:
