@@ -65,3 +65,13 @@ def test_every_package_has_a_docstring_that_says_what_it_holds() -> None:
     for init in PACKAGE.rglob("__init__.py"):
         doc = ast.get_docstring(ast.parse(init.read_text()))
         assert doc and len(doc) > 40 and "TODO" not in doc, init
+
+
+def test_the_readme_is_short_and_its_layout_table_matches_the_tree() -> None:
+    readme = (PACKAGE.parent / "README.md").read_text()
+    assert len(readme.splitlines()) <= 200
+    packages = {p.parent.relative_to(PACKAGE.parent).as_posix()
+                for p in PACKAGE.glob("*/__init__.py")}
+    listed = {line.split("`")[1].rstrip("/") for line in readme.splitlines()
+              if line.startswith("| `gnnperf/") and "/` |" in line}
+    assert listed == packages
