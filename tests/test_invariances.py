@@ -73,3 +73,27 @@ def test_parallel_kernels_still_see_the_thread_count(two_threads: HardwareSpec,
     assert parallel, "a sampled build of a conv net has parallel kernels"
     a, b = graph_to_data(graph, two_threads), graph_to_data(graph, two_threads.serial_view())
     assert not (a.x[parallel] == b.x[parallel]).all()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", zoo.FAMILIES + zoo.REAL_ARCHITECTURES)
+def test_more_batch_is_never_predicted_faster_in_a_default_build(
+        family: str, predictor: Predictor, two_threads: HardwareSpec,
+        tiny_graph) -> None:  # noqa: ANN001
+    """Serial kernels do proportionally more work at a larger batch. (A ``sampled`` build
+    draws other schedules for other shapes, so there a larger batch may really be faster.)"""
+    from gnnperf.zoo.registry import inputs_for
+    from gnnperf.zoo.spec import ModelSpec
+
+    base = zoo.tiny_spec(family)
+    graphs = [tiny_graph(family, "default")]
+    for batch in (2, 4):
+        hp = {**base.hparams, "batch": batch}
+        spec = ModelSpec(family, base.seed, hp, inputs_for(family, hp))
+        graphs.append(extract_graph(lower(import_to_relax(load_onnx(zoo.export_onnx(spec))),
+                                          two_threads, "default")))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ms = [p.latency_ms for p in predictor.predict_graphs(
+            [(g, two_threads) for g in graphs], calibrated=False)]
+    assert ms == sorted(ms), ms
