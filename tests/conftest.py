@@ -187,8 +187,11 @@ def tiny_graph():
             if family not in modules:
                 spec = (zoo.tiny_spec(family) if family in zoo.FAMILIES + zoo.REAL_ARCHITECTURES
                         else zoo.sample_spec(family, 0))
-                modules[family] = import_to_relax(load_onnx(zoo.export_onnx(spec)))
-            graphs[family, build] = extract_graph(lower(modules[family], target, build))
+                modules[family] = load_onnx(zoo.export_onnx(spec))
+            # imported afresh per build: lowering changes a Relax module in place, so a
+            # module lowered once (dlight, say) would lower differently the next time
+            mod = import_to_relax(modules[family])
+            graphs[family, build] = extract_graph(lower(mod, target, build))
         return graphs[family, build]
 
     return get

@@ -134,27 +134,19 @@ def test_predict_widens_an_uncalibrated_unseen_cpu_by_the_prior(
             p = predict(cnn_onnx, hw, build=build, checkpoint=checkpoint)
         return p.latency_ms, math.log(p.high_ms / p.low_ms) / 2, p.unseen_cpu, p.calibration
 
-    predictor.payload["hosts"] = [hw.cpu_id]  # trained on this CPU: its own interval
+    predictor.checkpoint.hosts = [hw.cpu_id]  # trained on this CPU: its own interval
     seen = {b: run(b) for b in ("sampled:0", "default")}
     assert all(note == "" for *_, note, _ in seen.values())
-    predictor.payload["hosts"] = ["another-cpu"]  # never trained on this one
+    predictor.checkpoint.hosts = ["another-cpu"]  # never trained on this one
     for build, spread in (("sampled:0", 0.5), ("default", 0.3)):
         ms, half, note, calibration = run(build)
         assert predictor.unseen_spread(hw, build) == spread
         assert ms == pytest.approx(seen[build][0], rel=1e-6)
         assert half == pytest.approx(math.hypot(seen[build][1], INTERVAL_Z * spread))
         assert f"x/{math.exp(spread):.2f}" in note and calibration == ""
-    # checkpoints from before `hosts`: a random split's test CPUs were trained on
-    del predictor.payload["hosts"]
-    metrics = predictor.payload["metrics"]
-    predictor.payload["metrics"] = {**metrics, "split": "random", "test_by_host": {
-        hw.cpu_id: {}}}
-    assert predictor.unseen_spread(hw, "default") == 0.0
-    predictor.payload["metrics"] = {**metrics, "split": "random", "test_by_host": {
-        "another-cpu": {}}}
-    assert predictor.unseen_spread(hw, "default") == 0.3
-    # another split's test CPUs were not: such a checkpoint does not say, and is not widened
-    predictor.payload["metrics"] = {**metrics, "split": "leave-cpu-out"}
+    # a checkpoint that cannot say which CPUs it trained on (an older one not trained on a
+    # random split, Checkpoint.from_dict) is not widened
+    predictor.checkpoint.hosts = None
     assert predictor.trained_cpus is None and predictor.unseen_spread(hw, "default") == 0.0
 
 

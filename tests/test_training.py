@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import warnings
@@ -320,11 +321,11 @@ def test_predictions_for_this_machine_see_its_reference_times(trained: Path) -> 
     # one from before measurement v2 has no reference columns: nothing is measured for it,
     # and the ranges of columns added after it was trained are not its concern
     legacy = Predictor.__new__(Predictor)
-    legacy.payload = {
-        **fresh.payload,
-        "feature_names": [n for n in fresh.payload["feature_names"]
-                          if not n.startswith("hw_log2_ref_")],
-        "hw_ranges": {k: v for k, v in fresh.payload["hw_ranges"].items() if "ref_" not in k}}
+    legacy.checkpoint = dataclasses.replace(
+        fresh.checkpoint,
+        feature_names=[n for n in fresh.checkpoint.feature_names
+                       if not n.startswith("hw_log2_ref_")],
+        hw_ranges={k: v for k, v in fresh.checkpoint.hw_ranges.items() if "ref_" not in k})
     assert not legacy.sees_reference
     assert legacy.hardware("local/x86-64-v3/1t").reference_ms is None
     assert not any("ref_" in r for r in legacy.check_inputs(spec, "sampled:0"))

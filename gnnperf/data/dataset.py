@@ -45,7 +45,9 @@ def _records_and_graphs(shards_dir: Path, kind: str = "kernel"
     structural: dict[str, str] | None = None if kind == "kernel" else {}
     kinds = ("graph", "graph_traces") if kind == "kernel" else ("onnx_graph",)
     lines = iter_lines(shards_dir, kinds=kinds)
-    for obj in tqdm(lines, desc="reading graphs", unit=" graphs", mininterval=1.0):
+    # bars on a terminal only (disable=None): elsewhere an error stays the one line it is
+    for obj in tqdm(lines, desc="reading graphs", unit=" graphs", mininterval=1.0,
+                    disable=None):
         if obj["kind"] == "graph_traces":
             traces.append(obj)
             continue
@@ -194,6 +196,7 @@ class LatencyDataset(InMemoryDataset):
         serial = serial_figures(rec for rec, _, _ in encoded)
         items = []
         for rec, graph, is_tuned in tqdm(encoded, desc=f"encoding {self.graph_kind} graphs",
+                                         disable=None,
                                          unit="record", mininterval=1.0):
             if is_tuned:
                 graph = graph.with_candidates(

@@ -265,7 +265,8 @@ def _read_shards(folder: DatasetFolder, progress: bool = True,
             return hw is None or (workload.group(1), hw.group(1)) in needed
 
     paths = shard_paths(folder.kernels)
-    for path in tqdm(paths, desc="reading kernel shards", unit="shard", disable=not progress,
+    for path in tqdm(paths, desc="reading kernel shards", unit="shard",
+                     disable=None if progress else True,
                      mininterval=1.0):
         by_shard[path] = []
         for o in iter_shard(path, keep):
