@@ -91,8 +91,9 @@ class Architecture:
     rung: int
 
 
-def _rungs(model_type: str, modality: str) -> list[tuple[str, int]]:
-    if modality in ("vision",) and model_type in _HIERARCHICAL | _CONVOLUTIONAL:
+def _rungs(model_type: str) -> list[tuple[str, int]]:
+    """(name suffix, rung index) of each size of ``model_type``'s ladder."""
+    if is_scaled(model_type):
         return [(f"w{int(w * 100)}d{int(d * 100)}", i) for i, (w, d) in enumerate(SCALED_LADDER)]
     return [(f"l{n}h{h}", i) for i, (n, h) in enumerate(TRANSFORMER_LADDER)]
 
@@ -115,7 +116,7 @@ def is_scaled(model_type: str) -> bool:
 def _build_catalog() -> dict[str, Architecture]:
     out = {}
     for model_type, modality in MODEL_TYPES.items():
-        for label, rung in _rungs(model_type, modality):
+        for label, rung in _rungs(model_type):
             name = f"{PREFIX}{model_type.replace('_', '-')}-{label}"
             out[name] = Architecture(name, model_type, modality, rung)
     return out
