@@ -135,6 +135,38 @@ def test_a_cached_schedule_replays_into_the_same_kernels(
         tvm.ir.assert_structural_equal(func, sampled.unscheduled[name])
 
 
+def test_kernels_equal_but_for_their_names_do_not_share_a_cached_trace(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The structural hash ignores names, a trace finds its blocks by name: the same layer
+    norm in two models (``lv8_sum`` here, ``lv37_sum`` there) gets the schedule sampling
+    gives it, whichever model warmed the cache first."""
+    import tvm
+    from tvm import te, topi
+
+    from gnnperf.lowering.schedules import (
+        block_names,
+        cached_sampled_schedule,
+        kernel_hash,
+        sample_schedule,
+    )
+
+    def layer_norm(prefix: str) -> tvm.tirx.PrimFunc:
+        x = te.placeholder((1, 8, 32), name=prefix)
+        gamma, beta = te.placeholder((32,), name="B"), te.placeholder((32,), name="C")
+        return te.create_prim_func([x, gamma, beta, topi.nn.layer_norm(x, gamma, beta, [2])])
+
+    first, second = layer_norm("lv37"), layer_norm("lv8")
+    assert kernel_hash(first) == kernel_hash(second)
+    assert block_names(first) != block_names(second)
+    target = tvm.target.Target({"kind": "llvm", "mcpu": "x86-64-v3", "num-cores": 2})
+    monkeypatch.setenv("GNNPERF_CACHE_DIR", str(tmp_path))
+    assert cached_sampled_schedule(first, target, 0) is not None  # warms the cache
+    replayed = cached_sampled_schedule(second, target, 0)
+    assert replayed is not None
+    tvm.ir.assert_structural_equal(replayed.func, sample_schedule(second, target, 0))
+    assert any("lv8" in str(step) for step in replayed.trace[0])
+
+
 def test_a_new_process_lowers_in_a_second_interpreter_and_predicts_the_same(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A process without TVM lowers the model in ``python -m gnnperf.prediction.graphs``

@@ -24,6 +24,7 @@ the workload itself).
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import sys
 from collections.abc import Mapping
@@ -41,6 +42,28 @@ from gnnperf.lowering.build_config import BuildConfig
 def kernel_hash(func: tirx.PrimFunc) -> int:
     """Structural hash of a PrimFunc, independent of its name in the module."""
     return int(tvm_ffi.structural_hash(func.without_attr("global_symbol"))) & 0x7FFFFFFFFFFFFFFF
+
+
+def block_names(func: tirx.PrimFunc) -> tuple[str, ...]:
+    """The names of ``func``'s blocks in program order. A trace finds its blocks by name,
+    and the structural hash ignores names: two kernels equal but for their names (``lv8_sum``
+    in one model, ``lv37_sum`` in another) share a hash and not a trace."""
+    from tvm.s_tir import SBlockRealize
+
+    names: list[str] = []
+    stack: list[Any] = [func.body]
+    while stack:
+        stmt = stack.pop()
+        if isinstance(stmt, SBlockRealize):
+            names.append(stmt.block.name_hint)
+            stack.append(stmt.block.body)
+        elif isinstance(stmt, tirx.SeqStmt):
+            stack.extend(reversed(list(stmt.seq)))
+        elif isinstance(stmt, tirx.IfThenElse):
+            stack.extend(s for s in (stmt.else_case, stmt.then_case) if s is not None)
+        elif isinstance(getattr(stmt, "body", None), tirx.Stmt):
+            stack.append(stmt.body)
+    return tuple(names)
 
 
 def _primfuncs(mod: tvm.IRModule) -> list[tuple[Any, tirx.PrimFunc]]:
@@ -155,14 +178,16 @@ class Scheduled(NamedTuple):
 
 def cached_sampled_schedule(func: tirx.PrimFunc, target: tvm.target.Target, seed: int
                             ) -> Scheduled | None:
-    """:func:`sample_traced_schedule`, remembered in the feature cache by workload, seed and
-    target: a kernel seen before is rebuilt by replaying its trace on a copy (~10 ms)
-    instead of generating the design space and sampling it again (~30 ms). The replay makes the same
-    PrimFunc (``tests/test_feature_cache.py`` checks it)."""
+    """:func:`sample_traced_schedule`, remembered in the feature cache by workload, block
+    names (:func:`block_names`), seed and target: a kernel seen before is rebuilt by
+    replaying its trace on a copy (~10 ms) instead of generating the design space and
+    sampling it again (~30 ms). The replay makes the same PrimFunc
+    (``tests/test_feature_cache.py`` checks it)."""
     from gnnperf.features.cache import default_cache, target_key
 
     cache = default_cache()
-    key = f"{kernel_hash(func)}|{seed}|{target_key(target)}"
+    names = hashlib.sha256("|".join(block_names(func)).encode()).hexdigest()[:16]
+    key = f"{kernel_hash(func)}|{names}|{seed}|{target_key(target)}"
     hit = cache.get("schedule", key) if cache is not None else None
     if hit is not None:
         if hit["trace"] is None:
