@@ -76,13 +76,17 @@ def slowdown_override(args: argparse.Namespace) -> dict[str, float]:
 def parse_families(text: str, real_architectures: bool = False) -> list[str]:
     """A comma-separated family list; ``all`` is every generated family, and the ``hf-*``
     real architectures too when ``real_architectures``; ``corpus`` is every ``tf-*``
-    architecture, the smallest rung of every model type first."""
+    architecture, the smallest rung of every model type first; ``sweep`` every ``op-*``
+    operator."""
     from gnnperf import zoo
 
     families = [f.strip() for f in text.split(",") if f.strip()]
     if "corpus" in families:
         i = families.index("corpus")
         families[i:i + 1] = zoo.corpus_order()
+    if "sweep" in families:
+        i = families.index("sweep")
+        families[i:i + 1] = list(zoo.SWEEP)
     if families != ["all"]:
         return families
     return list(zoo.FAMILIES) + (list(zoo.REAL_ARCHITECTURES) if real_architectures else [])

@@ -10,7 +10,9 @@ The generated families are written in plain torch with static shapes (every resh
 Python ints known from the hyperparameters) so TVM's Relax ONNX frontend imports them without
 any shape-folding pass.  Sizes are aimed at ~0.2 MFLOP .. ~1.5 GFLOP per inference, because
 labels are measured on a 2-core CPU under a tight budget.  The ``hf-*`` entries are real
-architectures built from ``transformers`` configs with random weights (nothing is downloaded).
+architectures built from ``transformers`` configs with random weights (nothing is downloaded);
+the ``tf-*`` corpus (:mod:`.corpus`) many more; the ``op-*`` operator sweep (:mod:`.operators`)
+single operators over their configuration space.
 
 Modules: :mod:`.spec` (ModelSpec, seeded sampling helpers), :mod:`.layers` (shared blocks),
 one module per family group (:mod:`.convnets`, :mod:`.depthwise_convnets`, :mod:`.attention`,
@@ -26,7 +28,7 @@ from gnnperf.zoo.corpus import corpus_order, source_family
 from gnnperf.zoo.export import ONNX_OPSET, export_onnx, onnx_sha256
 from gnnperf.zoo.flops import estimate_flops
 from gnnperf.zoo.inputs import example_inputs
-from gnnperf.zoo.registry import CORPUS, FAMILIES, REAL_ARCHITECTURES
+from gnnperf.zoo.registry import CORPUS, FAMILIES, REAL_ARCHITECTURES, SWEEP
 from gnnperf.zoo.sampling import FLOP_MAX, FLOP_MIN, sample_spec, tiny_spec
 from gnnperf.zoo.spec import ModelSpec
 
@@ -39,6 +41,7 @@ __all__ = [
     "FLOP_MIN",
     "ONNX_OPSET",
     "REAL_ARCHITECTURES",
+    "SWEEP",
     "ModelSpec",
     "build_model",
     "estimate_flops",

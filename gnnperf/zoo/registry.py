@@ -44,6 +44,7 @@ from gnnperf.zoo.depthwise_convnets import (
 )
 from gnnperf.zoo.hf import HF_OPTIONS, HF_TEXT, build_hf
 from gnnperf.zoo.nas import build_nb201, sample_nb201
+from gnnperf.zoo.operators import OPERATORS
 from gnnperf.zoo.spec import InputSpec, Sampler
 
 _Sample = Callable[[Sampler, float], dict[str, Any]]
@@ -70,11 +71,14 @@ FAMILIES: tuple[str, ...] = tuple(GENERATED)
 REAL_ARCHITECTURES: tuple[str, ...] = tuple(HF_OPTIONS)
 #: the real-architecture corpus (``tf-*``): transformers model types at a ladder of sizes
 CORPUS: tuple[str, ...] = tuple(CATALOG)
+#: the operator sweep (``op-*``): single operators over their configuration space
+SWEEP: tuple[str, ...] = tuple(OPERATORS)
 
 
 def unknown_family(family: str) -> ModelLoadError:
     """The error for a name that is neither a generated family nor a real architecture."""
-    known = ", ".join(FAMILIES + REAL_ARCHITECTURES) + f", and {len(CORPUS)} tf-* architectures"
+    known = (", ".join(FAMILIES + REAL_ARCHITECTURES + SWEEP)
+             + f", and {len(CORPUS)} tf-* architectures")
     return ModelLoadError(f"unknown model family '{family}'; known: {known}")
 
 
@@ -82,6 +86,8 @@ def inputs_for(family: str, hp: dict[str, Any]) -> InputSpec:
     """Input names, shapes and dtypes: token ids for text families, else an NCHW image."""
     if family in CATALOG:
         return corpus_inputs(family, hp)
+    if family in OPERATORS:
+        return OPERATORS[family].inputs(hp)
     if family in _TOKEN_FAMILIES:
         return {"input_ids": ((int(hp["batch"]), int(hp["seq_len"])), "int64")}
     r = int(hp["resolution"])
@@ -97,4 +103,6 @@ def construct(family: str, hp: dict[str, Any]) -> nn.Module:
         return build_hf(family, hp)
     if family in CATALOG:
         return build_corpus(family, hp)
+    if family in OPERATORS:
+        return OPERATORS[family].build(hp)
     raise unknown_family(family)

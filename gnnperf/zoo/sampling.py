@@ -11,6 +11,7 @@ import numpy as np
 from gnnperf.zoo.corpus import CATALOG, sample_corpus
 from gnnperf.zoo.flops import count_flops, estimate_flops
 from gnnperf.zoo.hf import HF_OPTIONS, HF_TEXT, TINY_VOCAB, sample_hf
+from gnnperf.zoo.operators import OPERATORS, sample_operator
 from gnnperf.zoo.registry import GENERATED, inputs_for, unknown_family
 from gnnperf.zoo.spec import ModelSpec, Sampler, jsonable, stable_int
 
@@ -60,6 +61,9 @@ def sample_spec(family: str, seed: int) -> ModelSpec:
     """
     if family in CATALOG:
         hp = sample_corpus(family, int(seed))
+        return ModelSpec(family=family, seed=int(seed), hparams=hp, inputs=inputs_for(family, hp))
+    if family in OPERATORS:
+        hp = sample_operator(family, int(seed))
         return ModelSpec(family=family, seed=int(seed), hparams=hp, inputs=inputs_for(family, hp))
     if family not in GENERATED and family not in HF_OPTIONS:
         raise unknown_family(family)
