@@ -80,3 +80,49 @@ def test_sweep_expands_to_every_operator() -> None:
     assert parse_families("resnet,sweep") == ["resnet", *zoo.SWEEP]
     assert all(not zoo.corpus.is_real_architecture(f) for f in zoo.SWEEP)
     assert all(zoo.source_family(f) == f for f in zoo.SWEEP)
+
+
+def test_interleaving_follows_a_plan() -> None:
+    from gnnperf.collect.models import interleaved_specs
+
+    specs = list(interleaved_specs(["op-norm", "op-pool"], {"op-norm": 3, "op-pool": 1}))
+    assert [(s.family, s.seed) for s in specs] == [
+        ("op-norm", 0), ("op-pool", 0), ("op-norm", 1), ("op-norm", 2)]
+
+
+@pytest.mark.parametrize("text", ["[1, 2]", '{"op-norm": -1}', '{"op-nothing": 2}', "{"])
+def test_a_bad_plan_is_one_line(tmp_path, capsys, text: str) -> None:  # noqa: ANN001
+    from gnnperf.cli import main
+
+    plan = tmp_path / "plan.json"
+    plan.write_text(text)
+    assert main(["collect", "--out", str(tmp_path / "ds"), "--plan", str(plan)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "plan" in err
+    assert not (tmp_path / "ds").exists()
+
+
+@pytest.mark.slow
+def test_a_measured_sweep_plans_its_next_seeds_by_error(tmp_path) -> None:  # noqa: ANN001
+    """Collect follows a plan; the next plan scores what was measured and adds seeds."""
+    import json
+    import subprocess
+    import sys
+
+    from gnnperf.collect.sweep import plan_sweep, sweep_errors
+    from gnnperf.estimators.gnn.predictor import load_predictor
+
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"op-elementwise": 2, "op-norm": 1}))
+    proc = subprocess.run(
+        [sys.executable, "-m", "gnnperf", "collect", "--out", str(tmp_path), "--plan",
+         str(plan), "--hw", "x86-64-v3:1", "--build", "sampled:0", "--repeat", "3",
+         "--quiet-timeout", "2", "--no-per-kernel"], capture_output=True, text=True,
+        timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    errors = sweep_errors(tmp_path, load_predictor())
+    assert set(errors) == {"op-elementwise", "op-norm"}
+    assert all(e >= 0 for e in errors.values())
+    counts, same = plan_sweep(tmp_path, add=2 * len(OPERATORS), predictor=load_predictor())
+    assert same == errors and sum(counts.values()) == 3 + 2 * len(OPERATORS)
+    assert counts["op-elementwise"] >= 3 and counts["op-norm"] >= 2

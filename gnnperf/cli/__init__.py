@@ -26,6 +26,7 @@ _REGISTER = (
     measuring.register_measure,
     measuring.register_collect,
     measuring.register_collect_kernels,
+    measuring.register_sweep_plan,
     modelling.register_train,
     modelling.register_train_kernels,
     modelling.register_predict,

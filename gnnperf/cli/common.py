@@ -7,9 +7,10 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-from gnnperf.errors import GnnperfError, MeasurementError
+from gnnperf.errors import DatasetError, GnnperfError, MeasurementError, one_line
 
 
 def add_target_args(p: argparse.ArgumentParser, threads: bool = True) -> None:
@@ -97,3 +98,21 @@ def add_max_slowdown(p: argparse.ArgumentParser) -> None:
                    help="measure only while the speed probe runs at most RATIO times slower "
                         "than its best (default 1.15; a host whose probe never settles "
                         "near its best needs more, see docs/measurement.md)")
+
+
+def read_plan(path: Path) -> dict[str, int]:
+    """A ``gnnperf sweep-plan`` file: {family: seeds to have measured}."""
+    from gnnperf import zoo
+
+    try:
+        plan = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise DatasetError(f"cannot read the plan {path}: {one_line(exc)}") from exc
+    if not isinstance(plan, dict) or not all(
+            isinstance(k, str) and isinstance(v, int) and v >= 0 for k, v in plan.items()):
+        raise DatasetError(f"{path} is not a plan: a JSON object of family -> seed count")
+    unknown = sorted(set(plan) - set(zoo.FAMILIES + zoo.REAL_ARCHITECTURES + zoo.CORPUS
+                                     + zoo.SWEEP))
+    if unknown:
+        raise DatasetError(f"{path}: unknown families {', '.join(unknown)}")
+    return plan

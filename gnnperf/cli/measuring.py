@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from gnnperf.cli.common import (
     lower_from_args,
     parse_families,
     print_json,
+    read_plan,
     slowdown_override,
     tuned_schedules,
 )
@@ -114,11 +116,15 @@ def cmd_collect(args: argparse.Namespace) -> int:
     from gnnperf.measure import MeasureSettings
 
     families = parse_families(args.families)
+    count: int | dict[str, int] = args.count
+    if args.plan is not None:
+        count = read_plan(args.plan)
+        families = list(count)
     settings = MeasureSettings.waiting_at_most(
         args.quiet_timeout, repeat=args.repeat, kernel_repeat=min(args.repeat, 5),
         **slowdown_override(args))
     summary = collect(
-        args.out, families, args.count, parse_hw_list(args.hw),
+        args.out, families, count, parse_hw_list(args.hw),
         [b.strip() for b in args.build.split(",")],
         start_seed=args.start_seed, rpc=args.rpc,
         rpc_hw=HardwareSpec.coerce(str(args.rpc_hw)) if args.rpc_hw else None,
@@ -264,6 +270,9 @@ def register_collect(sub: argparse._SubParsersAction) -> None:
                         "--root DIR`, `train --root DIR` and `bench --root DIR` read")
     p.add_argument("--families", default="all", help="comma-separated families, or 'all'")
     p.add_argument("--count", type=int, default=10, help="seeds per family")
+    p.add_argument("--plan", type=Path, default=None, metavar="PLAN.json",
+                   help="seeds per family from `gnnperf sweep-plan` (replaces --families "
+                        "and --count)")
     p.add_argument("--start-seed", type=int, default=0)
     p.add_argument("--hw", default="x86-64-v3:1,x86-64-v3:2", help="ISA:THREADS pairs")
     p.add_argument("--build", default="default,sampled:0", help="comma-separated builds")
@@ -288,6 +297,34 @@ def register_collect(sub: argparse._SubParsersAction) -> None:
                         "come from the CPU signature, so two CPUs never share one)")
     add_max_slowdown(p)
     p.set_defaults(func=cmd_collect)
+
+
+def cmd_sweep_plan(args: argparse.Namespace) -> int:
+    from gnnperf.atomic import write_text
+    from gnnperf.collect.sweep import plan_sweep
+    from gnnperf.estimators.gnn.predictor import load_predictor
+
+    plan, errors = plan_sweep(args.root, args.add, load_predictor(args.checkpoint), args.floor)
+    for op, seeds in plan.items():
+        error = f"{errors[op] * 100:6.1f}%" if op in errors else "   n/a "
+        print(f"{op:<18} median error {error}  seeds {seeds}")
+    write_text(args.out, json.dumps(plan, indent=1) + "\n")
+    print(f"wrote {args.out}: `gnnperf collect --plan {args.out}` measures them")
+    return 0
+
+
+def register_sweep_plan(sub: argparse._SubParsersAction) -> None:
+    """``gnnperf sweep-plan``."""
+    p = sub.add_parser("sweep-plan",
+                       help="share N more operator-sweep configurations out by the "
+                            "predictor's error on each operator (adaptive sampling)")
+    p.add_argument("--root", type=Path, default=Path("datasets"), metavar="DIR")
+    p.add_argument("--add", type=int, required=True, metavar="N",
+                   help="configurations to add over every operator")
+    p.add_argument("--floor", type=int, default=1, help="configurations each operator gets")
+    p.add_argument("--checkpoint", type=Path, default=None)
+    p.add_argument("--out", type=Path, required=True, metavar="PLAN.json")
+    p.set_defaults(func=cmd_sweep_plan)
 
 
 def register_collect_kernels(sub: argparse._SubParsersAction) -> None:

@@ -19,7 +19,7 @@ import tempfile
 import time
 import traceback
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -158,12 +158,15 @@ def package_versions() -> dict[str, str]:
     }
 
 
-def interleaved_specs(families: Sequence[str], count: int, start_seed: int = 0
-                      ) -> Iterator[zoo.ModelSpec]:
-    """Round-robin over families so that any prefix of a run covers all of them."""
-    for seed in range(start_seed, start_seed + count):
+def interleaved_specs(families: Sequence[str], count: int | Mapping[str, int],
+                      start_seed: int = 0) -> Iterator[zoo.ModelSpec]:
+    """Round-robin over families so that any prefix of a run covers all of them;
+    ``count`` seeds of each, or ``count[family]`` (a sweep plan)."""
+    counts = count if isinstance(count, Mapping) else dict.fromkeys(families, count)
+    for seed in range(start_seed, start_seed + max(counts.values(), default=0)):
         for family in families:
-            yield zoo.sample_spec(family, seed)
+            if seed < start_seed + counts[family]:
+                yield zoo.sample_spec(family, seed)
 
 
 @dataclass
@@ -485,7 +488,7 @@ class Collector:
 def collect(
     out: str | os.PathLike[str],
     families: Sequence[str],
-    count: int,
+    count: int | Mapping[str, int],
     hw: Sequence[tuple[str, int]],
     builds: Sequence[str],
     *,
@@ -500,14 +503,15 @@ def collect(
     retry_failed: bool = False,
     host_tag: str | None = None,
 ) -> CollectSummary:
-    """Measure ``count`` seeds of every family on every (ISA, threads) and build.
+    """Measure ``count`` seeds of every family (``count[family]`` for a plan) on every
+    (ISA, threads) and build.
 
     ``out`` is a dataset folder (:class:`DatasetFolder`): records go to its ``shards/``.
     ``host_tag`` replaces ``local`` in the hardware ids of this machine's records (a
     second machine must not share ids with the one that collected the dataset so far).
     """
     for family in families:
-        if family not in zoo.FAMILIES + zoo.REAL_ARCHITECTURES + zoo.CORPUS:
+        if family not in zoo.FAMILIES + zoo.REAL_ARCHITECTURES + zoo.CORPUS + zoo.SWEEP:
             raise GnnperfError(f"unknown model family '{family}'")
     summary = CollectSummary()
     start = time.time()
@@ -515,7 +519,8 @@ def collect(
                           rpc_hw=rpc_hw, per_kernel=per_kernel, settings=settings,
                           max_default_gflops=max_default_gflops, redo_noisy=redo_noisy,
                           retry_failed=retry_failed, host_tag=host_tag)
-    total = len(families) * count * len(hw) * len(collector.builds)
+    counts = count if isinstance(count, Mapping) else dict.fromkeys(families, count)
+    total = sum(counts[f] for f in families) * len(hw) * len(collector.builds)
     try:
         with tqdm(total=total, unit="rec", disable=not progress, smoothing=0.05) as bar:
             for spec in interleaved_specs(families, count, start_seed):
