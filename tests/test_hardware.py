@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from gnnperf.errors import HardwareError
-from gnnperf.hardware.spec import FEATURE_NAMES, HardwareSpec, available_cores, supported_isas
+from gnnperf.features.schema import HARDWARE as FEATURE_NAMES
+from gnnperf.hardware.spec import HardwareSpec, available_cores, supported_isas
 
 V3_FLAGS = {"sse2", "ssse3", "sse4_1", "sse4_2", "popcnt", "cx16", "lahf_lm", "avx", "avx2",
             "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave"}

@@ -28,7 +28,8 @@ from gnnperf.estimators.kernel import (
     save_kernel_model,
     train_kernel_model,
 )
-from gnnperf.features.schedule import SCHEDULE_FEATURE_NAMES, schedule_feature_vector
+from gnnperf.features.schedule import schedule_feature_vector
+from gnnperf.features.schema import SCHEDULE as SCHEDULE_FEATURE_NAMES
 from gnnperf.store.shards import iter_lines, shard_paths
 
 HW_ARGS = dict(simd_width=8, threads=2, l1d_kb=32, l2_kb=1024)

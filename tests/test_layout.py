@@ -75,3 +75,23 @@ def test_the_readme_is_short_and_its_layout_table_matches_the_tree() -> None:
     listed = {line.split("`")[1].rstrip("/") for line in readme.splitlines()
               if line.startswith("| `gnnperf/") and "/` |" in line}
     assert listed == packages
+
+
+def test_feature_columns_are_named_in_the_schema_module_only() -> None:
+    """Every encoder reads its column names from ``features/schema.py``: a list of feature
+    names written anywhere else is a second schema that can drift from the first."""
+    from gnnperf.features.schema import HARDWARE, SCHEDULE, feature_names, kernel_feature_names
+
+    schema = PACKAGE / "features" / "schema.py"
+    for path in MODULES.values():
+        if path == schema:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Assign | ast.AnnAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names = [t.id for t in targets if isinstance(t, ast.Name)]
+                assert not any(n.endswith("FEATURE_NAMES") for n in names), (path, names)
+            if isinstance(node, ast.FunctionDef) and node.name.endswith("feature_names"):
+                raise AssertionError(f"{path}: {node.name} defines feature names")
+    assert feature_names()[-len(HARDWARE):] == [f"hw_{n}" for n in HARDWARE]
+    assert kernel_feature_names()[-len(HARDWARE) - len(SCHEDULE):-len(HARDWARE)] == list(SCHEDULE)

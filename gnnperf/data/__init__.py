@@ -20,19 +20,18 @@ from __future__ import annotations
 
 from gnnperf.data.dataset import GRAPH_KINDS, LatencyDataset, existing_folder, fingerprint
 from gnnperf.data.encoding import (
-           BUILD_FEATURE_NAMES,
-           build_feature_vector,
-           feature_names,
-           graph_to_data,
-           record_hardware,
-           record_to_data,
+    build_feature_vector,
+    graph_to_data,
+    record_hardware,
+    record_to_data,
 )
 from gnnperf.data.scaling import FeatureScaler
 from gnnperf.data.splits import SPLITS, calibration_mask, is_testable, split_group, split_indices
 from gnnperf.data.stats import dataset_stats, noise_pairs
+from gnnperf.features.schema import feature_names
 from gnnperf.store.folder import DatasetFolder, default_root
 
-__all__ = ["BUILD_FEATURE_NAMES", "GRAPH_KINDS", "SPLITS", "DatasetFolder", "FeatureScaler",
+__all__ = ["GRAPH_KINDS", "SPLITS", "DatasetFolder", "FeatureScaler",
            "LatencyDataset", "build_feature_vector", "calibration_mask", "dataset_stats",
            "default_root", "existing_folder", "feature_names", "fingerprint",
            "graph_to_data", "is_testable", "noise_pairs", "record_hardware",

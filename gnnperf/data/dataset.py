@@ -15,10 +15,11 @@ from tqdm import tqdm
 
 from gnnperf.atomic import atomic_path
 from gnnperf.collect.graph_traces import join_traces
-from gnnperf.data.encoding import feature_names, record_to_data
+from gnnperf.data.encoding import record_to_data
 from gnnperf.errors import DatasetError, one_line
 from gnnperf.estimators.kernel.dataset import tuned_candidates
 from gnnperf.features import KernelGraph
+from gnnperf.features.schema import feature_names
 from gnnperf.lowering.build_config import BuildConfig
 from gnnperf.store.folder import DatasetFolder
 from gnnperf.store.records import serial_figures

@@ -12,21 +12,11 @@ from torch_geometric.data import Data
 from gnnperf.data.splits import split_group
 from gnnperf.errors import DatasetError
 from gnnperf.estimators.kernel.dataset import candidate_rows, kernel_input_vector
-from gnnperf.features import KernelGraph, node_feature_names, node_feature_vector
-from gnnperf.hardware.spec import FEATURE_NAMES as HW_FEATURE_NAMES
+from gnnperf.features import KernelGraph, node_feature_vector
 from gnnperf.hardware.spec import HardwareSpec
 from gnnperf.lowering.build_config import BUILD_KINDS, BuildConfig
 from gnnperf.store.records import SerialFigures, record_hardware
 from gnnperf.store.shards import is_v2
-
-#: One-hot build kind on every node. The kernel graph also shows the build in its loop
-#: features; the unfused operator graph (an ablation) has no other way to know it.
-BUILD_FEATURE_NAMES = [f"build_{kind}" for kind in BUILD_KINDS]
-
-
-def feature_names() -> list[str]:
-    """Node columns: kernel features, build kind, then hardware (hardware always last)."""
-    return node_feature_names() + BUILD_FEATURE_NAMES + [f"hw_{n}" for n in HW_FEATURE_NAMES]
 
 
 def build_feature_vector(build: str) -> list[float]:

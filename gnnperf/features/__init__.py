@@ -19,7 +19,8 @@ the encoding turns into a flag feature: every kernel the VM executes is a node.
 
 Modules: :mod:`.graph` (the data types), :mod:`.analyses` (per-kernel static analyses),
 :mod:`.extract` (the graph of a lowered module), :mod:`.encoding` (node feature vectors),
-:mod:`.vocabulary` (feature names and sizes) and :mod:`.onnx_graph` (the unfused ONNX
+:mod:`.schema` (every encoder's column names, versioned), :mod:`.vocabulary` (operator
+patterns and analysis sizes) and :mod:`.onnx_graph` (the unfused ONNX
 operator graph). The TVM-bound parts (analyses, extraction) load on first use.
 """
 
@@ -27,15 +28,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gnnperf.features.encoding import (
-    LOOP_KEYS,
-    OP_CLASSES,
-    PATTERN_NAMES,
-    node_feature_names,
-    node_feature_vector,
-    op_class,
-)
+from gnnperf.features.encoding import node_feature_vector, op_class
 from gnnperf.features.graph import KernelGraph, KernelNode, dtype_bytes, ops_of, tensor_bytes
+from gnnperf.features.schema import LOOP_KEYS, OP_CLASSES, PATTERN_NAMES, node_feature_names
 from gnnperf.features.vocabulary import ANALYSES, MS_FEATURE_DIM, OP_PATTERNS
 
 #: the parts that need TVM load on first use: reading a graph needs no compiler

@@ -3,21 +3,12 @@
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 
 import numpy as np
 
 from gnnperf.features.graph import KernelNode
-from gnnperf.features.vocabulary import ANALYSES, MS_FEATURE_DIM, OP_PATTERNS
-
-OP_CLASSES = ("conv", "matmul", "pool", "reduce", "softmax", "norm", "elementwise",
-              "concat", "layout", "gather", "builtin", "other")
-
-LOOP_KEYS = ("n_blocks", "n_loops", "max_depth", "parallel_extent", "vector_lanes",
-             "unroll_extent", "auto_unroll_max_step", "reduction_size", "spatial_size",
-             "reduce_blocks")
-
-PATTERN_NAMES = tuple(OP_PATTERNS.values())
+from gnnperf.features.schema import LOOP_KEYS, OP_CLASSES, PATTERN_NAMES
+from gnnperf.features.vocabulary import ANALYSES, MS_FEATURE_DIM
 
 
 def op_class(node: KernelNode) -> str:
@@ -44,23 +35,6 @@ def op_class(node: KernelNode) -> str:
     if node.pattern in ("elemwise", "broadcast"):
         return "elementwise"
     return "other"
-
-
-def node_feature_names() -> list[str]:
-    """Column names of :func:`node_feature_vector` (a fresh list: callers extend it)."""
-    return list(_node_feature_names())
-
-
-@lru_cache(maxsize=1)
-def _node_feature_names() -> tuple[str, ...]:
-    names = [f"op_{c}" for c in OP_CLASSES] + [f"pattern_{p}" for p in PATTERN_NAMES]
-    names += ["log_flops", "log_bytes_read", "log_bytes_written", "log_param_bytes",
-              "log_input_bytes", "log_intensity", "n_inputs", "n_outputs", "log_out_elems",
-              "n_ops", "is_first", "is_last"]
-    names += [f"loop_log_{k}" for k in LOOP_KEYS]
-    names += [f"ms_{i}" for i in range(MS_FEATURE_DIM)]
-    names += [f"missing_{a}" for a in ANALYSES] + ["schedule_fallback"]
-    return tuple(names)
 
 
 def node_feature_vector(node: KernelNode, n_nodes: int) -> list[float]:

@@ -21,35 +21,11 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-#: instructions whose count is a feature: structural choices of the schedule rules
-COUNTED_INSTRUCTIONS = ("ComputeInline", "ReverseComputeInline", "ComputeAt",
-                        "ReverseComputeAt", "RFactor", "CacheRead", "CacheWrite",
-                        "DecomposeReduction", "Reorder", "Parallel", "Vectorize", "Unroll")
-
-SPATIAL_LEVELS = 4
-REDUCTION_LEVELS = 2
-
-SCHEDULE_FEATURE_NAMES: tuple[str, ...] = (
-    "sched_unscheduled",
-    "sched_n_spatial_tiles",
-    "sched_n_reduction_tiles",
-    *(f"sched_log2_spatial_level{k}" for k in range(SPATIAL_LEVELS)),
-    *(f"sched_log2_reduction_level{k}" for k in range(REDUCTION_LEVELS)),
-    "sched_log2_inner_spatial",
-    "sched_inner_vector_aligned",
-    "sched_inner_tail_fraction",
-    "sched_log2_output_tile_over_l1",
-    "sched_log2_output_tile_over_l2",
-    "sched_log2_unroll_max_step",
-    "sched_log2_parallel_annotation",
-    "sched_log2_vectorize_annotation",
-    "sched_compute_at_root",
-    "sched_compute_inlined",
-    "sched_compute_at_loop",
-    "sched_log2_parallel_over_threads",
-    "sched_parallel_idle_fraction",
-    "sched_parallel_below_threads",
-    *(f"sched_n_{name}" for name in COUNTED_INSTRUCTIONS),
+from gnnperf.features.schema import (
+    COUNTED_INSTRUCTIONS,
+    REDUCTION_LEVELS,
+    SCHEDULE,
+    SPATIAL_LEVELS,
 )
 
 _ANNOTATIONS = {"meta_schedule.parallel": "parallel", "meta_schedule.vectorize": "vectorize",
@@ -63,7 +39,7 @@ def _log2(x: float) -> float:
 def schedule_feature_vector(trace_json: Sequence[Any] | None, *, simd_width: int, threads: int,
                             l1d_kb: float, l2_kb: float, parallel_extent: float,
                             dtype_bytes: int = 4) -> list[float]:
-    """The features of :data:`SCHEDULE_FEATURE_NAMES` for one schedule.
+    """The features of :data:`SCHEDULE` for one schedule.
 
     ``trace_json`` is ``Trace.as_json()`` (``[instructions, decisions]``; None or empty for
     an unscheduled kernel); ``parallel_extent`` the scheduled TIR's (see
@@ -72,7 +48,7 @@ def schedule_feature_vector(trace_json: Sequence[Any] | None, *, simd_width: int
     """
     insts: list[Any] = list(trace_json[0]) if trace_json else []
     if not insts:
-        return [1.0] + [0.0] * (len(SCHEDULE_FEATURE_NAMES) - 1)
+        return [1.0] + [0.0] * (len(SCHEDULE) - 1)
     decisions: Mapping[int, Any] = {int(i): d for i, d in trace_json[1]}
     spatial: list[list[int]] = []
     reduction: list[list[int]] = []

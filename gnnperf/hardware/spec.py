@@ -38,28 +38,6 @@ ISA_LEVELS: dict[str, tuple[tuple[str, ...], int]] = {
     "x86-64-v4": (("avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"), 16),
 }
 
-#: Order of :meth:`HardwareSpec.feature_vector`; kept stable because checkpoints depend on it.
-FEATURE_NAMES: tuple[str, ...] = (
-    "isa_level",
-    "simd_width_log2",
-    "threads",
-    "log2_threads",
-    "cores",
-    "log2_l1d_kb",
-    "log2_l2_kb",
-    "log2_l3_kb",
-    "log2_peak_gflops",
-    "log2_mem_bw_gbs",
-    "log2_peak_gflops_per_thread",
-    "log2_ridge_flops_per_byte",
-    # what the machine does (measurement v2): the reference kernels' median times, so an
-    # unseen CPU enters by running the suite rather than by being named
-    "log2_ref_gemm_ms",
-    "log2_ref_stream_ms",
-    "log2_ref_chain_ms",
-    "ref_missing",
-)
-
 #: The reference kernels of measurement v2, whose times are hardware features
 #: (:mod:`gnnperf.measure.reference` defines and times them).
 REFERENCE_KERNELS: tuple[str, ...] = ("gemm", "stream", "chain")
@@ -359,7 +337,8 @@ class HardwareSpec:
         return tvm.target.Target(self.target_dict())
 
     def feature_vector(self) -> list[float]:
-        """Numbers the model sees on every node, in :data:`FEATURE_NAMES` order."""
+        """Numbers the model sees on every node, in the order of
+        :data:`gnnperf.features.schema.HARDWARE`."""
         lg = math.log2
         peak = max(self.peak_gflops, 1e-3)
         bw = max(self.mem_bw_gbs, 1e-3)

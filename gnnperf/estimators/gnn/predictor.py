@@ -26,7 +26,7 @@ from gnnperf.estimators.types import (
     default_checkpoint,
 )
 from gnnperf.features import KernelGraph
-from gnnperf.hardware.spec import FEATURE_NAMES as HW_FEATURE_NAMES
+from gnnperf.features.schema import HARDWARE as HW_FEATURE_NAMES
 from gnnperf.hardware.spec import HardwareSpec, supported_isas
 from gnnperf.lowering.build_config import BuildConfig
 

@@ -48,7 +48,7 @@ from gnnperf.estimators.gnn.network import (
 )
 from gnnperf.estimators.kernel import KernelCostModel, kernel_feature_names, load_kernel_model
 from gnnperf.estimators.types import SHIPPED
-from gnnperf.hardware.spec import FEATURE_NAMES as HW_FEATURE_NAMES
+from gnnperf.features.schema import HARDWARE as HW_FEATURE_NAMES
 from gnnperf.hardware.spec import ISA_LEVELS, host_of
 from gnnperf.lowering.build_config import BuildConfig
 from gnnperf.metrics import breakdown, conformal_quantile, metrics

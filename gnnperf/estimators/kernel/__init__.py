@@ -12,7 +12,6 @@ from gnnperf.estimators.kernel.dataset import (
     KernelTable,
     candidate_rows,
     group_split,
-    kernel_feature_names,
     kernel_input_vector,
     load_kernel_table,
     tuned_candidates,
@@ -30,6 +29,7 @@ from gnnperf.estimators.kernel.training import (
     save_kernel_model,
     train_kernel_model,
 )
+from gnnperf.features.schema import kernel_feature_names
 
 __all__ = [
     "KernelCostModel",

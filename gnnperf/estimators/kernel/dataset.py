@@ -26,7 +26,7 @@ import shutil
 from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
-from functools import cached_property, lru_cache
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,8 +43,12 @@ from gnnperf.features import (
     tensor_bytes,
 )
 from gnnperf.features.cache import code_version
-from gnnperf.features.schedule import SCHEDULE_FEATURE_NAMES, schedule_feature_vector
-from gnnperf.hardware.spec import FEATURE_NAMES as HW_FEATURE_NAMES
+from gnnperf.features.schedule import schedule_feature_vector
+from gnnperf.features.schema import (
+    kernel_feature_names,
+    kernel_node_feature_names,
+    schema_digest,
+)
 from gnnperf.hardware.spec import HardwareSpec
 from gnnperf.store.folder import DatasetFolder
 from gnnperf.store.records import record_hardware
@@ -55,27 +59,6 @@ if TYPE_CHECKING:
 
 #: one stored record's analyses in this many is replayed to check the stored ones still hold
 VERIFY_EVERY = 64
-
-#: node features that describe a kernel's place in a graph, not the kernel itself
-GRAPH_ONLY = ("log_param_bytes", "log_input_bytes", "is_first", "is_last")
-
-
-def kernel_node_feature_names() -> list[str]:
-    """The node features a kernel has on its own (no pattern: workloads do not keep it)."""
-    return list(_kernel_node_feature_names())
-
-
-@lru_cache(maxsize=1)
-def _kernel_node_feature_names() -> tuple[str, ...]:
-    return tuple(n for n in node_feature_names()
-                 if n not in GRAPH_ONLY and not n.startswith("pattern_"))
-
-
-def kernel_feature_names() -> list[str]:
-    """Columns of :attr:`KernelTable.x`: kernel, then schedule, then hardware features."""
-    return [*kernel_node_feature_names(), *SCHEDULE_FEATURE_NAMES,
-            *(f"hw_{n}" for n in HW_FEATURE_NAMES)]
-
 
 def kernel_input_vector(node: KernelNode, trace_json: Any, hw: HardwareSpec) -> list[float]:
     """One row of the table, for a kernel whether it was measured alone or sits in a graph;
@@ -191,7 +174,7 @@ def _row(rec: dict[str, Any], statics: KernelStatics) -> list[float]:
 def _code_fingerprint() -> str:
     """What a cached row depends on besides its record: the feature code, this module (how
     a row is made), the hardware description and the columns."""
-    h = hashlib.sha256(f"{code_version()}|{','.join(kernel_feature_names())}".encode())
+    h = hashlib.sha256(f"{code_version()}|{schema_digest()}".encode())
     for module in (Path(__file__), Path(__file__).parents[2] / "hardware" / "spec.py"):
         h.update(module.read_bytes())
     return h.hexdigest()[:16]
