@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import HASTY
 
 from gnnperf.cli import main
 from gnnperf.hardware.spec import available_cores
@@ -47,7 +48,7 @@ def test_graph_text_summary(cnn_onnx: Path, capsys: pytest.CaptureFixture[str]) 
 
 def test_measure_json_with_per_kernel(cnn_onnx: Path) -> None:
     proc = run_cli("measure", str(cnn_onnx), "--isa", "x86-64-v3", "--threads", "1",
-                   "--per-kernel", "--repeat", "5", "--quiet-timeout", "5", "--json")
+                   "--per-kernel", "--repeat", "5", *HASTY, "--json")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["threads"] == 1 and data["whole"]["median_ms"] > 0

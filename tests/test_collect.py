@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import HASTY
 
 from gnnperf.collect.models import done_keys, parse_hw_list
 from gnnperf.data import split_group
@@ -28,7 +29,7 @@ from gnnperf.store.shards import (
 )
 
 ARGS = ["--families", "squeezenet,nb201", "--count", "2", "--hw", "x86-64-v3:1",
-        "--build", "default", "--repeat", "3", "--quiet-timeout", "2",
+        "--build", "default", "--repeat", "3", *HASTY,
         "--max-default-gflops", "0.05"]
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import HASTY
 from torch_geometric.data import Data, InMemoryDataset
 
 from gnnperf.data import (
@@ -277,7 +278,7 @@ def test_stats_and_noise_floor(small_root: Path, tmp_path: Path) -> None:
     root = tmp_path / "noisy"
     shutil.copytree(small_root / "shards", root / "shards")
     proc = subprocess.run([sys.executable, "-m", "gnnperf", "dataset", "remeasure", "--root",
-                           str(root), "--count", "3", "--quiet-timeout", "2",
+                           str(root), "--count", "3", *HASTY,
                            "--min-age-minutes", "0"],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]

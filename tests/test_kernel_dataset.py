@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import HASTY
 from conftest import KERNEL_HW as HW
 from conftest import KERNEL_SETTINGS as TINY
 
@@ -340,7 +341,7 @@ def test_measure_and_predict_a_tuned_build_from_the_command_line(
     model = tmp_path / "mixer.onnx"
     zoo.export_onnx(zoo.tiny_spec("mixer"), model)
     assert main(["measure", str(model), "--isa", "x86-64-v3", "--threads", "1", "--build",
-                 "tuned", "--root", str(kernel_root), "--repeat", "3", "--quiet-timeout", "5",
+                 "tuned", "--root", str(kernel_root), "--repeat", "3", *HASTY,
                  "--json"]) == 0
     out = capsys.readouterr()
     assert json.loads(out.out)["build"] == "tuned"

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 import pytest
+from conftest import HASTY_SLOWDOWN
 
 from gnnperf.errors import MeasurementError
 from gnnperf.features import extract_graph
@@ -38,7 +39,7 @@ from gnnperf.measure import (
 
 TARGET = {"kind": "llvm", "mcpu": "x86-64-v3", "num-cores": 2}
 FAST = MeasureSettings(repeat=5, min_repeat_ms=5, kernel_repeat=3, kernel_min_repeat_ms=1,
-                       max_attempts=1, quiet_timeout_s=5)
+                       max_attempts=1, quiet_timeout_s=5, max_slowdown=HASTY_SLOWDOWN)
 
 
 def _build(path: Path, build: str, out: Path):

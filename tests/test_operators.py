@@ -6,6 +6,7 @@ from __future__ import annotations
 import warnings
 
 import pytest
+from conftest import HASTY
 
 from gnnperf import zoo
 from gnnperf.cli.common import parse_families
@@ -117,7 +118,7 @@ def test_a_measured_sweep_plans_its_next_seeds_by_error(tmp_path) -> None:  # no
     proc = subprocess.run(
         [sys.executable, "-m", "gnnperf", "collect", "--out", str(tmp_path), "--plan",
          str(plan), "--hw", "x86-64-v3:1", "--build", "sampled:0", "--repeat", "3",
-         "--quiet-timeout", "2", "--no-per-kernel"], capture_output=True, text=True,
+         *HASTY, "--no-per-kernel"], capture_output=True, text=True,
         timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     errors = sweep_errors(tmp_path, load_predictor())

@@ -73,7 +73,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
     ex = compile_lowered(lowered)
     arrays = make_inputs(lowered.inputs)
     expected = [n.name for n in graph.nodes]
-    settings = MeasureSettings.waiting_at_most(args.quiet_timeout, repeat=args.repeat)
+    settings = MeasureSettings.waiting_at_most(args.quiet_timeout, repeat=args.repeat,
+                                               **slowdown_override(args))
     with tempfile.TemporaryDirectory(prefix="gnnperf-") as tmp:
         lib = export_executable(ex, Path(tmp) / "model.so")
         if args.rpc:
@@ -197,6 +198,7 @@ def register_measure(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quiet-timeout", type=float, default=60.0,
                    help="seconds to wait for a quiet machine (no load, no slowed host) before "
                         "measuring anyway")
+    add_max_slowdown(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_measure)
 
