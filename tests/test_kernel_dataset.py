@@ -293,12 +293,19 @@ def test_a_tuned_kernel_carries_the_candidates_the_collector_measured(
     measured = tuned_candidates(kernel_root)
     tir = [n for n in drawn.nodes if n.kind == "tir"]
     assert tir and all(n.candidates for n in tir)
+    memo: dict = {}
     for node in tir:
         stored = measured[(node.struct_hash, hw.record_hw_id)]
         assert len(stored) == len(node.candidates)
         rows = sorted(map(tuple, np.round(candidate_rows(node, hw), 4)))
         joined = replace(node, candidates=stored)
         assert rows == sorted(map(tuple, np.round(candidate_rows(joined, hw), 4)))
+        # an encoding pass makes a recurring workload's rows once: the same rows
+        assert candidate_rows(joined, hw, memo) == candidate_rows(joined, hw)
+        assert candidate_rows(joined, hw, memo) is candidate_rows(joined, hw, memo)
+        other_hw = HardwareSpec.local("x86-64-v3", 2, measure=False)
+        if node.parallel:  # another thread count is another row set, never a hit
+            assert candidate_rows(joined, other_hw, memo) == candidate_rows(joined, other_hw)
     # other builds carry none, and a stored graph never does
     assert not any(n.candidates for n in graph_for_prediction(
         lower_onnx(onnx_model, hw, "sampled:0")).nodes)

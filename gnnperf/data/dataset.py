@@ -17,7 +17,7 @@ from gnnperf.atomic import atomic_path
 from gnnperf.collect.graph_traces import join_traces
 from gnnperf.data.encoding import record_to_data
 from gnnperf.errors import DatasetError, one_line
-from gnnperf.estimators.kernel.dataset import tuned_candidates
+from gnnperf.estimators.kernel.dataset import CandidateMemo, tuned_candidates
 from gnnperf.features import KernelGraph
 from gnnperf.features.schema import feature_names
 from gnnperf.lowering.build_config import BuildConfig
@@ -195,6 +195,7 @@ class LatencyDataset(InMemoryDataset):
                   for rec, graph, is_tuned in encoded if is_tuned for n in graph.nodes}
         candidates = tuned_candidates(self.folder, needed=needed) if needed else {}
         serial = serial_figures(rec for rec, _, _ in encoded)
+        memo: CandidateMemo = {}
         items = []
         for rec, graph, is_tuned in tqdm(encoded, desc=f"encoding {self.graph_kind} graphs",
                                          disable=None,
@@ -202,7 +203,7 @@ class LatencyDataset(InMemoryDataset):
             if is_tuned:
                 graph = graph.with_candidates(
                     lambda n, hw_id=rec["hw_id"]: candidates.get((n.struct_hash, hw_id), []))
-            data = record_to_data(rec, graph, serial)
+            data = record_to_data(rec, graph, serial, memo)
             if self.graph_kind != "kernel":
                 data.kernel_mask = torch.zeros_like(data.kernel_mask)
             items.append(data)

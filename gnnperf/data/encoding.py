@@ -11,7 +11,7 @@ from torch_geometric.data import Data
 
 from gnnperf.data.splits import split_group
 from gnnperf.errors import DatasetError
-from gnnperf.estimators.kernel.dataset import candidate_rows, kernel_input_vector
+from gnnperf.estimators.kernel.dataset import CandidateMemo, candidate_rows, kernel_input_vector
 from gnnperf.features import KernelGraph, node_feature_vector
 from gnnperf.hardware.spec import HardwareSpec
 from gnnperf.lowering.build_config import BUILD_KINDS, BuildConfig
@@ -24,7 +24,8 @@ def build_feature_vector(build: str) -> list[float]:
     return [1.0 if kind == k else 0.0 for k in BUILD_KINDS]
 
 
-def graph_to_data(graph: KernelGraph, hw: HardwareSpec, build: str | None = None) -> Data:
+def graph_to_data(graph: KernelGraph, hw: HardwareSpec, build: str | None = None,
+                  memo: CandidateMemo | None = None) -> Data:
     """Node features (kernel ⊕ build ⊕ hardware), dataflow edges with log bytes; no labels.
 
     ``build`` defaults to the graph's own (operator graphs carry none and must pass it).
@@ -59,7 +60,7 @@ def graph_to_data(graph: KernelGraph, hw: HardwareSpec, build: str | None = None
     # a tuned kernel's candidate schedules, each row naming its kernel (PyG shifts an
     # ``*_index`` attribute by the nodes before it when it batches graphs)
     candidates = [(node.index, row) for node in graph.nodes if kind == "tuned"
-                  for row in candidate_rows(node, hw)]
+                  for row in candidate_rows(node, hw, memo)]
     x_candidates = torch.tensor([row for _, row in candidates], dtype=torch.float32
                                 ).reshape(len(candidates), x_kernel.shape[1])
     return Data(x=x, edge_index=edge_index, edge_attr=edge_attr, num_nodes=n,
@@ -71,8 +72,9 @@ def graph_to_data(graph: KernelGraph, hw: HardwareSpec, build: str | None = None
 
 
 def record_to_data(record: dict[str, Any], graph: KernelGraph,
-                   serial: SerialFigures | None = None) -> Data:
-    data = graph_to_data(graph, record_hardware(record, serial), record["build"])
+                   serial: SerialFigures | None = None, memo: CandidateMemo | None = None
+                   ) -> Data:
+    data = graph_to_data(graph, record_hardware(record, serial), record["build"], memo)
     n = data.num_nodes
     kernels = record.get("kernels_ms")
     if kernels is not None and len(kernels) == n:

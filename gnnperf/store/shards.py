@@ -32,6 +32,8 @@ from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from gnnperf.atomic import write_bytes
 from gnnperf.errors import DatasetError
 
@@ -96,6 +98,18 @@ def structural_id(graph: Any) -> str:
     return content_id(_without_empty_fields(graph))
 
 
+def _parse(line: str) -> Any:
+    """One JSON line (None if it is not JSON); orjson, or json for what orjson refuses
+    (integers beyond 64 bits)."""
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        try:
+            return json.loads(line)
+        except json.JSONDecodeError:
+            return None
+
+
 def iter_shard(path: Path, keep: Callable[[str], bool] | None = None
                ) -> Iterator[dict[str, Any]]:
     """Verified lines of one shard, in order; with ``keep``, only the lines whose raw text
@@ -108,10 +122,7 @@ def iter_shard(path: Path, keep: Callable[[str], bool] | None = None
     for number, line in enumerate(lines, 1):
         if not line.strip() or (keep is not None and not keep(line)):
             continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError:
-            obj = None
+        obj = _parse(line)
         if isinstance(obj, dict) and isinstance(obj.get("crc"), str) \
                 and _text_hashes_to(line, obj["crc"]):
             yield obj

@@ -74,9 +74,25 @@ def kernel_input_vector(node: KernelNode, trace_json: Any, hw: HardwareSpec) -> 
     return [full[n] for n in kernel_node_feature_names()] + sched + hw.feature_vector()
 
 
-def candidate_rows(node: KernelNode, hw: HardwareSpec) -> list[list[float]]:
+#: rows already made for a (workload, candidate list, hardware): see :func:`candidate_rows`
+CandidateMemo = dict[tuple[Any, ...], tuple[list[Any], list[list[float]]]]
+
+
+def candidate_rows(node: KernelNode, hw: HardwareSpec, memo: CandidateMemo | None = None
+                   ) -> list[list[float]]:
     """The kernel model's rows of a ``tuned`` kernel's candidate schedules (the kernel's
-    shapes with each candidate's own analyses and trace)."""
+    shapes with each candidate's own analyses and trace).
+
+    A workload recurs (every layer of a transformer, every model of a family) with the
+    same candidate list on the same hardware: ``memo``, kept across the graphs of one
+    encoding pass, makes its rows once."""
+    if memo is not None:
+        view = hw if node.parallel else hw.serial_view()
+        key = (id(node.candidates), node.struct_hash, node.parallel,
+               *view.feature_vector(), view.simd_width, view.threads, view.l1d_kb, view.l2_kb)
+        hit = memo.get(key)
+        if hit is not None:
+            return hit[1]
     rows = []
     for cand in node.candidates:
         f = cand["features"]
@@ -84,6 +100,8 @@ def candidate_rows(node: KernelNode, hw: HardwareSpec) -> list[list[float]]:
                             ms_features=list(f["ms_features"]), missing=list(f["missing"]),
                             candidates=[])
         rows.append(kernel_input_vector(scheduled, cand["trace"], hw))
+    if memo is not None:
+        memo[key] = (node.candidates, rows)  # the list is kept, so its id stays its own
     return rows
 
 
