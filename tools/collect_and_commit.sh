@@ -32,23 +32,5 @@ fi
 minutes=${1:-20}
 shift
 [ "${1:-}" = "--" ] && shift
-cd "$(git rev-parse --show-toplevel)" || exit 1
-(cd "${code:-.}" && exec python -m gnnperf "$command" "$@") > "/tmp/gnnperf-$command.log" 2>&1 &
-collector=$!
-commit_shards() {
-    # shellcheck disable=SC2086  # $folder lists one or two paths
-    git add $folder 2>/dev/null
-    if ! git diff --cached --quiet -- $folder; then
-        # The file count, not `gnnperf dataset stats` (minutes of CPU taken from the collector).
-        n=$(git diff --cached --name-only -- $folder | wc -l)
-        git commit -q --only $folder -m "Dataset: $folder ($n shard files added or grown)"
-    fi
-}
-while kill -0 "$collector" 2>/dev/null; do
-    for _ in $(seq $((minutes * 6))); do
-        kill -0 "$collector" 2>/dev/null || break
-        sleep 10
-    done
-    commit_shards
-done
-commit_shards
+exec "$(dirname "$0")/commit_while_running.sh" "$minutes" "$folder" Dataset \
+    "/tmp/gnnperf-$command.log" -- env -C "${code:-.}" python -m gnnperf "$command" "$@"
