@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,12 +33,15 @@ def measure_remote(
     kernels_path: str | os.PathLike[str] | None = None,
     settings: MeasureSettings | None = None,
     session_timeout_s: float = 60.0,
+    connect_timeout_s: float = 10.0,
 ) -> Measurement:
     """Measure a compiled library on a board reached through a TVM RPC tracker.
 
     With ``kernels_path`` (see :func:`gnnperf.lowering.pipeline.export_kernel_library`) every
     kernel is timed too: its arguments are captured by running the library once
-    locally (values do not depend on the device) and uploaded to the board.
+    locally (values do not depend on the device) and uploaded to the board. A tracker
+    that does not answer within ``connect_timeout_s`` is an error at once (TVM's own
+    client retries for a minute before it says so).
     """
     import tvm
     from tvm import rpc as tvm_rpc
@@ -45,6 +49,11 @@ def measure_remote(
     settings = settings or MeasureSettings()
     host, port, key = parse_rpc(rpc)
     started = time.time()
+    try:
+        socket.create_connection((host, port), timeout=connect_timeout_s).close()
+    except OSError as exc:
+        raise MeasurementError(f"cannot reach RPC tracker {host}:{port} key '{key}': "
+                               f"{one_line(exc)}") from None
     try:
         tracker = tvm_rpc.connect_tracker(host, port)
         remote = tracker.request(key, priority=1, session_timeout=session_timeout_s)
