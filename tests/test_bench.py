@@ -80,6 +80,7 @@ def test_roofline_uses_flops_bytes_peak_and_bandwidth() -> None:
     assert model.predict_point([g, other]) == pytest.approx([4 * 420.0, 42.0], rel=1e-4)
 
 
+@pytest.mark.slow
 def test_quick_benchmark_writes_the_report_and_resumes(small_root: Path, tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     report = run(small_root, tmp_path, QUICK, "python -m gnnperf.bench --quick",

@@ -111,6 +111,7 @@ def test_the_unseen_cpu_prior_is_the_rms_cell_bias_over_held_out_cpus(tmp_path: 
         UnseenCpuPrior.from_records(rows[-1:])
 
 
+@pytest.mark.slow
 def test_predict_widens_an_uncalibrated_unseen_cpu_by_the_prior(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cnn_onnx: Path) -> None:
     from gnnperf.estimators.gnn.predictor import load_predictor
@@ -150,6 +151,7 @@ def test_predict_widens_an_uncalibrated_unseen_cpu_by_the_prior(
     assert predictor.trained_cpus is None and predictor.unseen_spread(hw, "default") == 0.0
 
 
+@pytest.mark.slow
 def test_calibrate_measures_here_and_predict_applies_it_to_this_cpu_only(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:

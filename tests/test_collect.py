@@ -43,6 +43,7 @@ def _keys(out: Path) -> Counter[str]:
     return Counter(o["key"] for o in iter_lines(out) if o["kind"] in ("record", "failure"))
 
 
+@pytest.mark.slow
 def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     out = tmp_path / "shards"
     proc = _collect(out)

@@ -62,6 +62,7 @@ def test_a_change_in_the_feature_code_invalidates_the_cache(
     assert cache.get("t", "k") is None
 
 
+@pytest.mark.slow
 def test_predictions_are_the_same_with_and_without_the_cache(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GNNPERF_CACHE_DIR", str(tmp_path))
@@ -89,6 +90,7 @@ def test_predictions_are_the_same_with_and_without_the_cache(
     assert other_threads.hw_id == "local/x86-64-v3/1t"
 
 
+@pytest.mark.slow
 def test_predict_many_lowers_in_parallel_and_keeps_the_input_order(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GNNPERF_CACHE_DIR", str(tmp_path))

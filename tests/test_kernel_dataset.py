@@ -220,6 +220,7 @@ def test_a_tuned_record_is_measured_again_with_the_schedules_it_was_measured_wit
     assert again["whole"]["median_ms"] > 0
 
 
+@pytest.mark.slow
 def test_a_model_with_a_kernel_it_never_runs_gets_its_tuned_record_in_the_same_run(
         tmp_path: Path) -> None:
     """Tiny VGG's flatten is a reshape the VM does as a builtin: its workload is never
@@ -386,6 +387,7 @@ def test_kernel_timings_are_measured_again_for_the_noise_floor(kernel_root: Path
     assert remeasure_kernels(root, 2, min_age_s=3600.0, settings=TINY).done == 0
 
 
+@pytest.mark.slow
 def test_two_workloads_compile_together_and_nothing_compiles_while_a_kernel_is_timed(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Code generation uses one core, about a third of the collector's time: two

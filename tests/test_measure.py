@@ -63,6 +63,7 @@ def test_whole_and_per_kernel_labels(transformer_onnx: Path, tmp_path: Path) -> 
     assert again.whole == m.whole and again.kernels == m.kernels
 
 
+@pytest.mark.slow
 def test_sampled_build_runs_faster_with_two_threads(conv_heavy_onnx: Path,
                                                      tmp_path: Path) -> None:
     lowered, _, _, lib = _build(conv_heavy_onnx, "sampled:0", tmp_path)
@@ -139,6 +140,7 @@ def _tracker_sees_key(port: int, key: str, timeout: float = 30.0) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_measure_over_rpc_tracker_and_server(cnn_onnx: Path, tmp_path: Path) -> None:
     lowered, graph, ex, lib = _build(cnn_onnx, "sampled:0", tmp_path)
     kernels = export_kernel_library(ex, tmp_path / "kernels.so")
