@@ -9,6 +9,7 @@ import tvm
 
 from gnnperf.errors import BuildConfigError
 from gnnperf.features import KernelGraph, extract_graph, node_feature_names, node_feature_vector
+from gnnperf.hardware.spec import HardwareSpec
 from gnnperf.lowering.build_config import BuildConfig
 from gnnperf.lowering.pipeline import compile_lowered, lower_onnx
 from gnnperf.lowering.schedules import kernel_hash
@@ -108,3 +109,21 @@ def test_onnx_operator_graph_counts_operators_and_flops(cnn_onnx: Path) -> None:
     assert all(0 <= a < b for a, b, _ in graph.edges)
     kernels = extract_graph(lower_onnx(cnn_onnx, TARGET, "default"), ms_features=False)
     assert len(graph.nodes) > len(kernels.nodes)  # fusion merged operators
+
+
+def test_a_compilation_that_outlasts_its_timeout_is_killed_and_says_so(
+        cnn_onnx: Path, tmp_path: Path) -> None:
+    """The collector compiles in a child it can kill: LLVM can take an hour on one
+    unrolled schedule, and that must be a recorded failure, not a hung collector."""
+    from gnnperf.errors import LoweringError
+    from gnnperf.lowering.pipeline import compile_to_files
+
+    lowered = lower_onnx(cnn_onnx, HardwareSpec.from_id("local/x86-64-v3/1t"), "sampled:0")
+    lib = compile_to_files(lowered, tmp_path / "model.so", tmp_path / "kernels.so",
+                           timeout_s=300)
+    assert lowered.timings["compile_s"] > 0
+    vm = tvm.relax.VirtualMachine(tvm.runtime.load_module(str(lib)), tvm.cpu())
+    assert vm is not None and (tmp_path / "kernels.so").stat().st_size > 0
+    with pytest.raises(LoweringError, match="longer than 0.01 s"):
+        compile_to_files(lowered, tmp_path / "slow.so", timeout_s=0.01)
+    assert not (tmp_path / "slow.so").exists()

@@ -132,7 +132,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
         per_kernel=not args.no_per_kernel,
         settings=settings, max_default_gflops=args.max_default_gflops,
         redo_noisy=args.redo_noisy, retry_failed=args.retry_failed,
-        host_tag=args.host_tag,
+        host_tag=args.host_tag, compile_timeout_s=args.compile_timeout,
     )
     print(summary.line())
     return 1 if summary.all_failed else 0
@@ -283,6 +283,9 @@ def register_collect(sub: argparse._SubParsersAction) -> None:
                    help="hardware spec of the RPC board (from `gnnperf hw` run on it)")
     p.add_argument("--no-per-kernel", action="store_true")
     p.add_argument("--repeat", type=int, default=10, help="whole-model samples per label")
+    p.add_argument("--compile-timeout", type=float, default=600.0, metavar="SECONDS",
+                   help="record a model whose compilation takes longer as a compile failure "
+                        "(LLVM can take an hour on one unrolled schedule)")
     p.add_argument("--max-default-gflops", type=float, default=0.4,
                    help="skip default (unscheduled) builds of models above this many GFLOP")
     p.add_argument("--quiet-timeout", type=float, default=float("inf"),

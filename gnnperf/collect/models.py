@@ -33,12 +33,7 @@ from gnnperf.frontend import import_to_relax, load_onnx
 from gnnperf.hardware.cpu_identity import CpuSignature, signature_of_hw
 from gnnperf.hardware.spec import HardwareSpec
 from gnnperf.lowering.build_config import BuildConfig
-from gnnperf.lowering.pipeline import (
-    compile_lowered,
-    export_executable,
-    export_kernel_library,
-    lower,
-)
+from gnnperf.lowering.pipeline import compile_to_files, lower
 from gnnperf.measure import (
     MeasureSettings,
     WorkerPool,
@@ -212,6 +207,7 @@ class Collector:
         redo_noisy: bool = False,
         retry_failed: bool = False,
         host_tag: str | None = None,
+        compile_timeout_s: float | None = 600.0,
         database: Any = None,
         record_extra: dict[str, Any] | None = None,
     ) -> None:
@@ -233,6 +229,7 @@ class Collector:
         self.per_kernel = per_kernel
         self.settings = settings or MeasureSettings(quiet_timeout_s=float("inf"))
         self.max_default_gflops = max_default_gflops
+        self.compile_timeout_s = compile_timeout_s
         host = socket.gethostname().split(".")[0] or "host"
         self.writer = ShardWriter(self.out, shard_prefix or f"shard-{host}")
         records = latest_records(self.out) if self.out.exists() else []
@@ -354,16 +351,17 @@ class Collector:
                 bar.update(len(items))
                 return
             stage = "compile"
-            ex = compile_lowered(lowered)
-            graph_dict = graph.to_dict()
-            graph_id = content_id(graph_dict)
-            if graph_id not in self.graphs_written:
-                self.writer.append({"kind": "graph", "graph_id": graph_id, "graph": graph_dict})
-                self.graphs_written.add(graph_id)
             with tempfile.TemporaryDirectory(prefix="gnnperf-collect-") as tmp:
-                lib = export_executable(ex, Path(tmp) / "model.so")
-                kernels_lib = (export_kernel_library(ex, Path(tmp) / "kernels.so")
+                kernels_lib = (Path(tmp) / "kernels.so"
                                if self.rpc and self.per_kernel else None)
+                lib = compile_to_files(lowered, Path(tmp) / "model.so", kernels_lib,
+                                       self.compile_timeout_s)
+                graph_dict = graph.to_dict()
+                graph_id = content_id(graph_dict)
+                if graph_id not in self.graphs_written:
+                    self.writer.append({"kind": "graph", "graph_id": graph_id,
+                                        "graph": graph_dict})
+                    self.graphs_written.add(graph_id)
                 for threads, key in items:
                     stage = "measure"
                     try:
@@ -456,10 +454,9 @@ class Collector:
                 raise GnnperfError("a tuned record is re-measured with its hardware's tuned "
                                    "database (none was given)")
             lowered = lower(mod, target, build, database)
-            ex = compile_lowered(lowered)
             arrays = make_inputs(dict(spec.inputs), seed=spec.seed)
             with tempfile.TemporaryDirectory(prefix="gnnperf-remeasure-") as tmp:
-                lib = export_executable(ex, Path(tmp) / "model.so")
+                lib = compile_to_files(lowered, Path(tmp) / "model.so")
                 for rec in recs:
                     stage = "measure"
                     threads = int(rec["hw"]["threads"])
@@ -502,12 +499,14 @@ def collect(
     redo_noisy: bool = False,
     retry_failed: bool = False,
     host_tag: str | None = None,
+    compile_timeout_s: float | None = 600.0,
 ) -> CollectSummary:
     """Measure ``count`` seeds of every family (``count[family]`` for a plan) on every
     (ISA, threads) and build.
 
     ``out`` is a dataset folder (:class:`DatasetFolder`): records go to its ``shards/``.
-    ``host_tag`` replaces ``local`` in the hardware ids of this machine's records (a
+    A model whose compilation outlasts ``compile_timeout_s`` is recorded as a ``compile``
+    failure. ``host_tag`` replaces ``local`` in the hardware ids of this machine's records (a
     second machine must not share ids with the one that collected the dataset so far).
     """
     for family in families:
@@ -518,7 +517,8 @@ def collect(
     collector = Collector(DatasetFolder.resolve(out).shards, hw, builds, rpc=rpc,
                           rpc_hw=rpc_hw, per_kernel=per_kernel, settings=settings,
                           max_default_gflops=max_default_gflops, redo_noisy=redo_noisy,
-                          retry_failed=retry_failed, host_tag=host_tag)
+                          retry_failed=retry_failed, host_tag=host_tag,
+                          compile_timeout_s=compile_timeout_s)
     counts = count if isinstance(count, Mapping) else dict.fromkeys(families, count)
     total = sum(counts[f] for f in families) * len(hw) * len(collector.builds)
     try:

@@ -202,3 +202,52 @@ def export_kernel_library(ex: relax.Executable, path: str | os.PathLike[str]) ->
     per-kernel timing on a remote board needs the kernels as a library of their own.
     """
     return _export_atomic(ex.mod.imports[0], path)
+
+
+def _compile_into(lowered: LoweredModel, lib: Path, kernels: Path | None, error: Path) -> None:
+    """The child's part of :func:`compile_to_files`: compile, write, or say why not."""
+    try:
+        ex = compile_lowered(lowered)
+        export_executable(ex, lib)
+        if kernels is not None:
+            export_kernel_library(ex, kernels)
+    except Exception as exc:  # noqa: BLE001  (the parent turns it into a LoweringError)
+        error.write_text(one_line(exc))
+        os._exit(1)
+    os._exit(0)
+
+
+def compile_to_files(lowered: LoweredModel, lib: str | os.PathLike[str],
+                     kernels: str | os.PathLike[str] | None = None,
+                     timeout_s: float | None = None) -> Path:
+    """Compile ``lowered`` and write its VM library to ``lib`` (and the kernels alone to
+    ``kernels``), giving up after ``timeout_s``.
+
+    LLVM can spend an hour on one schedule that unrolls a large loop nest (a sampled
+    ``tf-hubert`` front-end did), and a collector must record that and move on: with a
+    timeout the compiler runs in a forked child, killed when the time is up."""
+    lib_path = Path(lib)
+    kernels_path = Path(kernels) if kernels is not None else None
+    if timeout_s is None:
+        ex = compile_lowered(lowered)
+        if kernels_path is not None:
+            export_kernel_library(ex, kernels_path)
+        return export_executable(ex, lib_path)
+    import multiprocessing
+
+    error = lib_path.with_name(lib_path.name + ".error")
+    error.unlink(missing_ok=True)
+    start = time.perf_counter()
+    child = multiprocessing.get_context("fork").Process(
+        target=_compile_into, args=(lowered, lib_path, kernels_path, error), daemon=True)
+    child.start()
+    child.join(timeout_s)
+    if child.is_alive():
+        child.kill()
+        child.join()
+        raise LoweringError(f"compilation took longer than {timeout_s:g} s (killed)")
+    if child.exitcode != 0:
+        why = error.read_text() if error.exists() else f"exit code {child.exitcode}"
+        raise LoweringError(f"compilation failed: {why}")
+    lowered.timings["compile_s"] = time.perf_counter() - start
+    return lib_path
