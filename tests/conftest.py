@@ -223,3 +223,17 @@ def tiny_graph():
         return graphs[family, build]
 
     return get
+
+
+@pytest.fixture
+def measured_reference_times(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cache whose reference-kernel times this machine measures now (its peak figures
+    stay the session's, which the session's records were collected with): for the tests
+    that compare a local spec's times with those of records measured in this session."""
+    import os
+    import shutil
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    shutil.copy(Path(os.environ["GNNPERF_CACHE_DIR"]) / "hardware.json", cache)
+    monkeypatch.setenv("GNNPERF_CACHE_DIR", str(cache))

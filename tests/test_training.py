@@ -146,6 +146,7 @@ def test_checkpoint_round_trip_and_prediction(trained: Path, cnn_onnx: Path) -> 
         predict_many([graph], hw, build="default", checkpoint=trained)
 
 
+@pytest.mark.usefixtures("measured_reference_times")
 def test_out_of_distribution_hardware_warns(trained: Path) -> None:
     predictor = Predictor(trained)
     bare = HardwareSpec.from_id("local/x86-64-v3/1t")
@@ -307,6 +308,7 @@ def test_build_balance_gives_every_build_kind_equal_weight_at_power_one() -> Non
         TrainConfig(build_balance=-1.0)
 
 
+@pytest.mark.usefixtures("measured_reference_times")
 def test_predictions_for_this_machine_see_its_reference_times(trained: Path) -> None:
     """A checkpoint trained on v2 records reads the reference kernels' times; for local
     hardware they are measured once and cached, so training and prediction agree."""
