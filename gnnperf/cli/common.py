@@ -111,8 +111,7 @@ def read_plan(path: Path) -> dict[str, int]:
     if not isinstance(plan, dict) or not all(
             isinstance(k, str) and isinstance(v, int) and v >= 0 for k, v in plan.items()):
         raise DatasetError(f"{path} is not a plan: a JSON object of family -> seed count")
-    unknown = sorted(set(plan) - set(zoo.FAMILIES + zoo.REAL_ARCHITECTURES + zoo.CORPUS
-                                     + zoo.SWEEP))
+    unknown = sorted(set(plan) - zoo.KNOWN_FAMILIES)
     if unknown:
         raise DatasetError(f"{path}: unknown families {', '.join(unknown)}")
     return plan

@@ -153,11 +153,16 @@ def package_versions() -> dict[str, str]:
     }
 
 
+def seed_counts(families: Sequence[str], count: int | Mapping[str, int]) -> Mapping[str, int]:
+    """Seeds to measure of each family: ``count`` of every one, or a plan's own counts."""
+    return count if isinstance(count, Mapping) else dict.fromkeys(families, count)
+
+
 def interleaved_specs(families: Sequence[str], count: int | Mapping[str, int],
                       start_seed: int = 0) -> Iterator[zoo.ModelSpec]:
     """Round-robin over families so that any prefix of a run covers all of them;
     ``count`` seeds of each, or ``count[family]`` (a sweep plan)."""
-    counts = count if isinstance(count, Mapping) else dict.fromkeys(families, count)
+    counts = seed_counts(families, count)
     for seed in range(start_seed, start_seed + max(counts.values(), default=0)):
         for family in families:
             if seed < start_seed + counts[family]:
@@ -510,7 +515,7 @@ def collect(
     second machine must not share ids with the one that collected the dataset so far).
     """
     for family in families:
-        if family not in zoo.FAMILIES + zoo.REAL_ARCHITECTURES + zoo.CORPUS + zoo.SWEEP:
+        if family not in zoo.KNOWN_FAMILIES:
             raise GnnperfError(f"unknown model family '{family}'")
     summary = CollectSummary()
     start = time.time()
@@ -519,7 +524,7 @@ def collect(
                           max_default_gflops=max_default_gflops, redo_noisy=redo_noisy,
                           retry_failed=retry_failed, host_tag=host_tag,
                           compile_timeout_s=compile_timeout_s)
-    counts = count if isinstance(count, Mapping) else dict.fromkeys(families, count)
+    counts = seed_counts(families, count)
     total = sum(counts[f] for f in families) * len(hw) * len(collector.builds)
     try:
         with tqdm(total=total, unit="rec", disable=not progress, smoothing=0.05) as bar:

@@ -29,14 +29,14 @@ def sweep_errors(root: str | os.PathLike[str], predictor: Any) -> dict[str, floa
     from gnnperf.features.graph import KernelGraph
 
     shards = DatasetFolder.resolve(root).shards
-    records = [r for r in latest_records(shards)
-               if is_v2(r) and r["model"]["family"] in zoo.SWEEP]
+    latest = latest_records(shards)
+    records = [r for r in latest if is_v2(r) and r["model"]["family"] in zoo.SWEEP]
     if not records:
         return {}
     wanted = {r["graph_id"] for r in records}
     graphs = {o["graph_id"]: KernelGraph.from_dict(o["graph"])
               for o in iter_lines(shards, kinds=("graph",)) if o["graph_id"] in wanted}
-    serial = serial_figures(latest_records(shards))
+    serial = serial_figures(latest)
     items = [(r, graphs[r["graph_id"]]) for r in records if r["graph_id"] in graphs]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # single operators lie outside the training models

@@ -204,13 +204,17 @@ def export_kernel_library(ex: relax.Executable, path: str | os.PathLike[str]) ->
     return _export_atomic(ex.mod.imports[0], path)
 
 
+def _compile_and_write(lowered: LoweredModel, lib: Path, kernels: Path | None) -> Path:
+    ex = compile_lowered(lowered)
+    if kernels is not None:
+        export_kernel_library(ex, kernels)
+    return export_executable(ex, lib)
+
+
 def _compile_into(lowered: LoweredModel, lib: Path, kernels: Path | None, error: Path) -> None:
     """The child's part of :func:`compile_to_files`: compile, write, or say why not."""
     try:
-        ex = compile_lowered(lowered)
-        export_executable(ex, lib)
-        if kernels is not None:
-            export_kernel_library(ex, kernels)
+        _compile_and_write(lowered, lib, kernels)
     except Exception as exc:  # noqa: BLE001  (the parent turns it into a LoweringError)
         error.write_text(one_line(exc))
         os._exit(1)
@@ -229,10 +233,7 @@ def compile_to_files(lowered: LoweredModel, lib: str | os.PathLike[str],
     lib_path = Path(lib)
     kernels_path = Path(kernels) if kernels is not None else None
     if timeout_s is None:
-        ex = compile_lowered(lowered)
-        if kernels_path is not None:
-            export_kernel_library(ex, kernels_path)
-        return export_executable(ex, lib_path)
+        return _compile_and_write(lowered, lib_path, kernels_path)
     import multiprocessing
 
     error = lib_path.with_name(lib_path.name + ".error")

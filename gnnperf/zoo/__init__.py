@@ -28,7 +28,7 @@ from gnnperf.zoo.corpus import corpus_order, source_family
 from gnnperf.zoo.export import ONNX_OPSET, export_onnx, onnx_sha256
 from gnnperf.zoo.flops import estimate_flops
 from gnnperf.zoo.inputs import example_inputs
-from gnnperf.zoo.registry import CORPUS, FAMILIES, REAL_ARCHITECTURES, SWEEP
+from gnnperf.zoo.registry import CORPUS, FAMILIES, KNOWN_FAMILIES, REAL_ARCHITECTURES, SWEEP
 from gnnperf.zoo.sampling import FLOP_MAX, FLOP_MIN, sample_spec, tiny_spec
 from gnnperf.zoo.spec import ModelSpec
 
@@ -39,6 +39,7 @@ __all__ = [
     "FAMILIES",
     "FLOP_MAX",
     "FLOP_MIN",
+    "KNOWN_FAMILIES",
     "ONNX_OPSET",
     "REAL_ARCHITECTURES",
     "SWEEP",

@@ -73,6 +73,8 @@ REAL_ARCHITECTURES: tuple[str, ...] = tuple(HF_OPTIONS)
 CORPUS: tuple[str, ...] = tuple(CATALOG)
 #: the operator sweep (``op-*``): single operators over their configuration space
 SWEEP: tuple[str, ...] = tuple(OPERATORS)
+#: every name :func:`~gnnperf.zoo.sample_spec` takes
+KNOWN_FAMILIES: frozenset[str] = frozenset(FAMILIES + REAL_ARCHITECTURES + CORPUS + SWEEP)
 
 
 def unknown_family(family: str) -> ModelLoadError:
