@@ -148,6 +148,9 @@ def test_shard_lines_are_verified_from_their_text_and_any_valid_json_is_read(
     loose = json.dumps(dict(reversed(list(stored.items()))), indent=None)  # spaces, order
     path.write_bytes(gzip.compress((loose + "\n" + text).encode()))
     assert [o["key"] for o in iter_lines(tmp_path)] == ["k", "k", "z"]
+    # a reader of one kind skips the others' text unparsed, yet reads a loose line of its own
+    assert [o["key"] for o in iter_lines(tmp_path, kinds=("record",))] == ["k", "k"]
+    assert [o["key"] for o in iter_lines(tmp_path, kinds=("failure",))] == ["z"]
     changed = text.splitlines()[0].replace('"zeta":[1,2.5]', '"zeta":[1,2.6]')
     path.write_bytes(gzip.compress((changed + "\n").encode()))
     with pytest.raises(DatasetError, match="line 1 fails its checksum"):

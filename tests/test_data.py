@@ -339,46 +339,69 @@ def test_processed_cache_is_pruned_and_rebuilt_when_unreadable(small_root: Path,
     assert [p.name for p in current.parent.glob("data-*.pt")] == [current.name]
 
 
-def test_a_pack_becomes_the_cache_of_a_folder_with_the_same_records(
+def _same_items(a: LatencyDataset, b: LatencyDataset) -> None:
+    assert [d.key for d in a] == [d.key for d in b]
+    for x, y in zip(a, b, strict=True):
+        assert x.hw_id == y.hw_id and x.group == y.group and x.digest == y.digest
+        for attr in ("x", "x_kernel", "x_candidates", "edge_index", "edge_attr", "y",
+                     "y_kernel", "kernel_mask", "node_serial", "candidates_serial"):
+            assert torch.equal(getattr(x, attr), getattr(y, attr)), (x.key, attr)
+
+
+def test_packs_spare_a_fresh_clone_the_encoding_and_give_the_same_items(
         small_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import gzip
-
+    import gnnperf.data.dataset as dataset_module
     from gnnperf.cli import main
-    from gnnperf.data.pack import pack, unpack
+    from gnnperf.data.pack import pack
+    from gnnperf.store.shards import latest_records
 
-    source = LatencyDataset(small_root)
-    summary = pack(small_root, tmp_path / "ds.pack")
-    assert summary.records == len(source) and summary.pack_mb < summary.cache_mb
-    assert all(distinct <= rows for rows, distinct in summary.rows.values())
-    # the other machine has the record shards only: nothing may be processed there
-    root = tmp_path / "elsewhere"
+    root = tmp_path / "here"
     shutil.copytree(small_root / "shards", root / "shards")
+    source = LatencyDataset(root)
+    summary = pack(source)
+    assert summary.records == len(source) and summary.path is not None
+    assert all(distinct <= rows for rows, distinct in summary.rows.values())
+    assert pack(LatencyDataset(root)).path is None  # nothing new: no second file
+    # a fresh clone: shards and packs, nothing processed; nothing may be encoded there
+    clone = tmp_path / "clone"
+    shutil.copytree(root / "shards", clone / "shards")
+    shutil.copytree(root / "packs", clone / "packs")
+    encoded: list[str] = []
+    real = dataset_module.record_to_data
 
-    def no_processing(self: LatencyDataset) -> None:
-        raise AssertionError("processed instead of read from the pack")
+    def counting(record, *args, **kwargs):  # type: ignore[no-untyped-def]
+        encoded.append(record["key"])
+        return real(record, *args, **kwargs)
 
-    monkeypatch.setattr(LatencyDataset, "process", no_processing)
-    unpack(tmp_path / "ds.pack", root)
-    there = LatencyDataset(root)
-    assert len(there) == len(source)
-    for a, b in zip(source, there, strict=True):
-        assert a.key == b.key and a.hw_id == b.hw_id
-        for attr in ("x", "x_kernel", "x_candidates", "edge_index", "y", "y_kernel"):
-            assert torch.equal(getattr(a, attr), getattr(b, attr)), attr
+    monkeypatch.setattr(dataset_module, "record_to_data", counting)
+    _same_items(source, LatencyDataset(clone))
+    assert encoded == []
 
-    # shards of other records: refused, and no cache is written for them
-    other = tmp_path / "other"
-    shutil.copytree(small_root / "shards", other / "shards")
-    shard = sorted((other / "shards").glob("*.jsonl.gz"))[-1]
-    lines = gzip.decompress(shard.read_bytes()).decode().splitlines(keepends=True)
-    last = max(i for i, line in enumerate(lines) if json.loads(line)["kind"] == "record")
-    shard.write_bytes(gzip.compress("".join(lines[:last] + lines[last + 1:]).encode()))
-    with pytest.raises(DatasetError, match="made from"):
-        unpack(tmp_path / "ds.pack", other)
-    assert not list(other.glob("processed/data-*.pt"))
-    # what is not a pack: one line, exit code 2
-    (tmp_path / "bad.pack").write_bytes(b"not a pack")
-    assert main(["dataset", "unpack", str(tmp_path / "bad.pack"), "--root", str(root)]) == 2
+    # a new one-thread record of the same CPU moves the one-thread medians that every
+    # two-thread record's serial kernels read: only it is encoded, and every item is the
+    # one a full encoding gives
+    one_thread = next(r for r in latest_records(clone / "shards") if r["hw"]["threads"] == 1)
+    extra = {k: v for k, v in one_thread.items() if k not in ("crc", "schema")}
+    extra["key"] = extra["key"] + "-again"
+    extra["hw"] = {**extra["hw"], "peak_gflops": extra["hw"]["peak_gflops"] * 3}
+    extra["reference"] = {k: {**v, "median_ms": v["median_ms"] / 3}
+                          for k, v in extra["reference"].items()}
+    with ShardWriter(clone / "shards", "extra") as w:
+        w.append(extra)
+    full = tmp_path / "full"
+    shutil.copytree(clone / "shards", full / "shards")
+    _same_items(LatencyDataset(full), LatencyDataset(clone))
+    assert encoded[-1] == extra["key"] and encoded.count(extra["key"]) == 2
+    assert len(encoded) == (len(source) + 1) + 1  # the full folder encodes them all
+    # the pack of the one new item only: earlier packs stay as they are
+    before = {p: p.read_bytes() for p in (clone / "packs").iterdir()}
+    assert main(["dataset", "pack", "--root", str(clone)]) == 0
+    assert {p: p.read_bytes() for p in before} == before
+    assert len(list((clone / "packs").iterdir())) == len(before) + 1
+    # what is not a pack: one line
+    (clone / "packs" / "pack-0009.pack").write_bytes(b"not a pack")
+    with pytest.raises(DatasetError, match="is not a dataset pack"):
+        LatencyDataset(clone, force_reload=True)
 
 
 # -- one convention for dataset folders -----------------------------------------------------

@@ -1,5 +1,5 @@
-"""The ``dataset`` subcommand: ``stats``, ``remeasure``, ``traces``, ``export-db``, ``pack``
-and ``unpack``."""
+"""The ``dataset`` subcommand: ``stats``, ``remeasure``, ``traces``, ``export-db`` and
+``pack``."""
 
 from __future__ import annotations
 
@@ -89,17 +89,10 @@ def cmd_dataset_export_db(args: argparse.Namespace) -> int:
 
 
 def cmd_dataset_pack(args: argparse.Namespace) -> int:
+    from gnnperf.data import LatencyDataset
     from gnnperf.data.pack import pack
 
-    print(pack(args.root, args.out).line())
-    return 0
-
-
-def cmd_dataset_unpack(args: argparse.Namespace) -> int:
-    from gnnperf.data.pack import unpack
-
-    print(f"the pack is now {args.root or 'the shipped dataset'}'s processed cache: "
-          f"{unpack(args.pack, args.root)}")
+    print(pack(LatencyDataset(args.root)).line())
     return 0
 
 
@@ -109,8 +102,7 @@ def _add_root(p: argparse.ArgumentParser) -> None:
 
 
 def register_dataset(sub: argparse._SubParsersAction) -> None:
-    """``gnnperf dataset stats``, ``remeasure``, ``traces``, ``export-db``, ``pack`` and
-    ``unpack``."""
+    """``gnnperf dataset stats``, ``remeasure``, ``traces``, ``export-db`` and ``pack``."""
     p = sub.add_parser("dataset", help="inspect a dataset folder")
     dsub = p.add_subparsers(dest="dataset_command", required=True)
     q = dsub.add_parser("stats", help="counts, latency range and noise floor")
@@ -145,13 +137,8 @@ def register_dataset(sub: argparse._SubParsersAction) -> None:
                    help="where database_workload.json and database_tuning_record.json go "
                         "(replaced as a whole, never half-written)")
     q.set_defaults(func=cmd_dataset_export_db)
-    q = dsub.add_parser("pack", help="the processed kernel-graph dataset in one small file, "
-                                     "to train on a machine without the kernel shards")
+    q = dsub.add_parser("pack", help="add the encoded records that no pack holds to a new "
+                                     "pack in DIR/packs/ (shipped: a fresh clone then trains "
+                                     "without encoding them)")
     _add_root(q)
-    q.add_argument("--out", type=Path, required=True, metavar="FILE")
     q.set_defaults(func=cmd_dataset_pack)
-    q = dsub.add_parser("unpack", help="make a pack the processed cache of a dataset folder "
-                                       "that holds the same records' shards")
-    q.add_argument("pack", type=Path, metavar="FILE")
-    _add_root(q)
-    q.set_defaults(func=cmd_dataset_unpack)

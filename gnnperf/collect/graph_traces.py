@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from gnnperf.errors import one_line
 from gnnperf.lowering.build_config import BuildConfig
 from gnnperf.store.folder import DatasetFolder
+from gnnperf.store.lines import RecordLine
 from gnnperf.store.shards import ShardWriter, iter_lines, latest_records
 
 if TYPE_CHECKING:  # the collector (TVM) is needed to add traces, not to read them
@@ -45,7 +46,7 @@ def _needs_traces(graph: dict[str, Any]) -> bool:
             and not any(n.get("schedule_trace") for n in graph["nodes"]))
 
 
-def _relowered_traces(record: dict[str, Any], graph: dict[str, Any]
+def _relowered_traces(record: RecordLine, graph: dict[str, Any]
                       ) -> tuple[list[Any] | None, str]:
     """(each node's trace, "") when lowering ``record``'s model again gives ``graph``'s
     kernels; (None, why) otherwise."""
@@ -79,7 +80,7 @@ def add_graph_traces(root: str | os.PathLike[str] | DatasetFolder | None = None,
     start = time.time()
     graphs = {o["graph_id"]: o["graph"] for o in iter_lines(folder.shards, kinds=("graph",))}
     settled = {o["graph_id"] for o in iter_lines(folder.shards, kinds=TRACE_KINDS)}
-    first_record: dict[str, dict[str, Any]] = {}
+    first_record: dict[str, RecordLine] = {}
     for rec in latest_records(folder.shards):
         first_record.setdefault(rec["graph_id"], rec)
     todo = [gid for gid, g in graphs.items()

@@ -44,6 +44,7 @@ from gnnperf.measure import (
     wait_for_quiet,
 )
 from gnnperf.store.folder import DatasetFolder
+from gnnperf.store.lines import RecordLine
 from gnnperf.store.shards import (
     ShardWriter,
     content_id,
@@ -75,7 +76,7 @@ def record_key(model_id: str, hw_id: str, build: str) -> str:
     return f"{model_id}|{hw_id}|{build}"
 
 
-def is_noisy(record: dict[str, Any], settings: MeasureSettings | None = None) -> bool:
+def is_noisy(record: RecordLine, settings: MeasureSettings | None = None) -> bool:
     """A record worth measuring again: taken before the speed probe or measurement v2
     existed (no machine state beside it), or while other processes loaded the machine,
     or while the host stayed slowed down.
@@ -86,14 +87,14 @@ def is_noisy(record: dict[str, Any], settings: MeasureSettings | None = None) ->
     s = settings or MeasureSettings()
     max_slowdown = float(record.get("settings", {}).get("max_slowdown", s.max_slowdown))
     return (not is_probed(record) or not is_v2(record)
-            or record["slowdown"] > max_slowdown
+            or float(record.get("slowdown") or 0.0) > max_slowdown
             or float(record.get("other_load", 0.0)) > s.max_other_load
             or float(record["whole"].get("cv", 0.0)) > s.max_cv)
 
 
 def done_keys(root: str | os.PathLike[str], redo_noisy: bool = False,
               retry_failed: bool = False,
-              records: Sequence[dict[str, Any]] | None = None) -> set[str]:
+              records: Sequence[RecordLine] | None = None) -> set[str]:
     """Keys that already have a record, a failure or a re-measurement under ``root``.
 
     With ``redo_noisy``, a key whose newest record :func:`is_noisy` does not count, so
@@ -112,7 +113,7 @@ def done_keys(root: str | os.PathLike[str], redo_noisy: bool = False,
     return done
 
 
-def cpus_by_hw_id(records: Iterable[dict[str, Any]]) -> dict[str, set[CpuSignature]]:
+def cpus_by_hw_id(records: Iterable[RecordLine]) -> dict[str, set[CpuSignature]]:
     """The CPU signatures that the records of each hardware id were measured on."""
     out: dict[str, set[CpuSignature]] = {}
     for rec in records:
@@ -439,7 +440,7 @@ class Collector:
             if os.environ.get("GNNPERF_DEBUG"):
                 traceback.print_exc()
 
-    def remeasure_group(self, recs: list[dict[str, Any]], isa: str, build: BuildConfig,
+    def remeasure_group(self, recs: list[RecordLine], isa: str, build: BuildConfig,
                         summary: CollectSummary, database: Any = None) -> None:
         """Measure again, whole model only, records sharing one (model, ISA, build) and,
         for a ``tuned`` build, one hardware id, whose tuned database ``database`` is (the

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
 
 import numpy as np
 from tqdm import tqdm
@@ -29,12 +28,13 @@ from gnnperf.hardware.spec import HardwareSpec
 from gnnperf.lowering.build_config import BuildConfig
 from gnnperf.measure import MeasureSettings
 from gnnperf.store.folder import DatasetFolder
+from gnnperf.store.lines import RecordLine
 from gnnperf.store.shards import is_probed, is_v2, latest_records
 
 
-def choose_records(records: list[dict[str, Any]], count: int, *, seed: int = 0,
+def choose_records(records: list[RecordLine], count: int, *, seed: int = 0,
                    min_age_s: float = 0.0, already: set[str] | None = None
-                   ) -> list[dict[str, Any]]:
+                   ) -> list[RecordLine]:
     """``count`` random records to measure again: at least ``min_age_s`` old, not yet
     re-measured, and of the newest protocol there is (measurement v2, else the speed
     probe, else any), so that the floor is the one of the labels tested on today."""
@@ -76,7 +76,7 @@ def remeasure(
                             "were collected")
     chosen = choose_records(records, count, seed=seed, min_age_s=min_age_s,
                             already=done_keys(folder.noise))
-    groups: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
+    groups: dict[tuple[str, str, str, str], list[RecordLine]] = {}
     for rec in chosen:
         # a tuned build's schedules are those of one hardware id (each thread count has its own)
         hw_id = rec["hw_id"] if rec["build"] == "tuned" else ""

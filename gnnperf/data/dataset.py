@@ -6,65 +6,110 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
 
 import torch
-from torch_geometric.data import InMemoryDataset
+from torch_geometric.data import Data, InMemoryDataset
 from tqdm import tqdm
 
 from gnnperf.atomic import atomic_path
 from gnnperf.collect.graph_traces import join_traces
-from gnnperf.data.encoding import record_to_data
+from gnnperf.data.encoding import record_to_data, with_hardware
+from gnnperf.data.pack import PackedItems
 from gnnperf.errors import DatasetError, one_line
 from gnnperf.estimators.kernel.dataset import CandidateMemo, tuned_candidates
 from gnnperf.features import KernelGraph
 from gnnperf.features.schema import feature_names
 from gnnperf.lowering.build_config import BuildConfig
 from gnnperf.store.folder import DatasetFolder
-from gnnperf.store.records import serial_figures
+from gnnperf.store.lines import RecordLine
+from gnnperf.store.records import record_hardware, serial_figures
 from gnnperf.store.shards import (
     SCHEMA_VERSION,
     iter_lines,
+    iter_shard,
+    kind_filter,
     latest_records,
     shard_paths,
     structural_id,
 )
 
 #: Bump when the fields of the encoded ``Data`` items change (invalidates processed caches).
-_DATA_LAYOUT = 9  # 9: serial kernels read the one-thread hardware view
+_DATA_LAYOUT = 10  # 10: serial masks and each item's digest (packs)
 
 GRAPH_KINDS = ("kernel", "onnx")
 
 
-def _records_and_graphs(shards_dir: Path, kind: str = "kernel"
-                        ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Records, and the graphs each one is encoded from, keyed by graph id (operator graphs
-    also by the model id of the record that first wrote them, for older records)."""
+def _kernel_graphs(shards_dir: Path, ids: AbstractSet[str] | None = None
+                   ) -> dict[str, Any]:
+    """Kernel graphs by graph id, with the schedule traces added to them since (of ``ids``
+    only, if given: the text of other graph lines, most of a shard, is never parsed)."""
+    kinds = kind_filter(("graph", "graph_traces"))
+
+    def keep(line: str) -> bool:
+        if not kinds(line):
+            return False
+        if ids is None or '"kind":"graph"' not in line:
+            return True  # traces, and lines written otherwise
+        # a writer's line ends with its own graph_id, after the graph
+        at = line.rfind('"graph_id":"') + len('"graph_id":"')
+        return line[at:line.find('"', at)] in ids
+
     graphs: dict[str, Any] = {}
     traces: list[dict[str, Any]] = []
-    structural: dict[str, str] | None = None if kind == "kernel" else {}
-    kinds = ("graph", "graph_traces") if kind == "kernel" else ("onnx_graph",)
-    lines = iter_lines(shards_dir, kinds=kinds)
+    lines = (obj for path in shard_paths(shards_dir) for obj in iter_shard(path, keep))
     # bars on a terminal only (disable=None): elsewhere an error stays the one line it is
     for obj in tqdm(lines, desc="reading graphs", unit=" graphs", mininterval=1.0,
                     disable=None):
         if obj["kind"] == "graph_traces":
             traces.append(obj)
-            continue
-        graphs[obj["graph_id"]] = obj["graph"]
-        if structural is not None:  # under the id :func:`latest_records` gives records
-            # (each graph hashed once, here), and under the model id for records from
-            # before ``onnx_graph_id``
-            structural[obj["graph_id"]] = structural_id(obj["graph"])
-            graphs.setdefault(structural[obj["graph_id"]], obj["graph"])
-            graphs.setdefault(obj["model_id"], obj["graph"])
+        elif obj["kind"] == "graph" and (ids is None or obj["graph_id"] in ids):
+            graphs[obj["graph_id"]] = obj["graph"]
     join_traces(graphs, traces)
+    return graphs
+
+
+def _records_and_graphs(shards_dir: Path, kind: str = "kernel"
+                        ) -> tuple[list[RecordLine], dict[str, Any]]:
+    """Records, and the graphs each one is encoded from, keyed by graph id (operator graphs
+    also by the model id of the record that first wrote them, for older records)."""
+    if kind == "kernel":
+        return latest_records(shards_dir), _kernel_graphs(shards_dir)
+    graphs: dict[str, Any] = {}
+    structural: dict[str, str] = {}
+    for obj in iter_lines(shards_dir, kinds=("onnx_graph",)):
+        # under the id :func:`latest_records` gives records (each graph hashed once,
+        # here), and under the model id for records from before ``onnx_graph_id``
+        graphs[obj["graph_id"]] = obj["graph"]
+        structural[obj["graph_id"]] = structural_id(obj["graph"])
+        graphs.setdefault(structural[obj["graph_id"]], obj["graph"])
+        graphs.setdefault(obj["model_id"], obj["graph"])
     return latest_records(shards_dir, structural), graphs
 
 
-def _encodable(records: list[dict[str, Any]], graphs: dict[str, Any], kind: str
-               ) -> list[tuple[dict[str, Any], str]]:
+def _shards_digest(paths: list[Path], folder: str) -> hashlib._Hash:
+    # named as in the standard layout, so a flat folder hashes like its standard twin
+    h = hashlib.sha256()
+    for path in paths:
+        h.update(f"{folder}/{path.name}".encode())
+        h.update(hashlib.sha256(path.read_bytes()).digest())
+    return h
+
+
+def item_digest(record: RecordLine, traces: str, kernels: str) -> str:
+    """What an encoded record depends on besides the encoding code and the hardware
+    figures of its CPU's other records: its record line, its kernel graph (content-
+    addressed) with the traces added to it since, its operator graph's structural id (its
+    split group), and for a ``tuned`` record the kernel shards its candidates come from."""
+    text = (f"{record.get('crc')}|{record['graph_id']}|{record.get('onnx_graph_id')}|"
+            f"{traces}|{kernels}")
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _encodable(records: list[RecordLine], graphs: dict[str, Any], kind: str
+               ) -> list[tuple[RecordLine, str]]:
     """The records a dataset of graph ``kind`` encodes, in order, with their graph ids:
     a kernel graph must be stored (an operator graph is made again where it is not)."""
     out = []
@@ -75,14 +120,7 @@ def _encodable(records: list[dict[str, Any]], graphs: dict[str, Any], kind: str
     return out
 
 
-def encoded_keys(root: str | os.PathLike[str] | DatasetFolder | None = None) -> list[str]:
-    """The record keys of a folder's kernel-graph dataset, in its order, read from the
-    shards alone (nothing processed): what a cache must hold to be that folder's."""
-    records, graphs = _records_and_graphs(DatasetFolder.resolve(root).shards)
-    return [rec["key"] for rec, _ in _encodable(records, graphs, "kernel")]
-
-
-def _regenerate_onnx_graph(record: dict[str, Any]) -> dict[str, Any]:
+def _regenerate_onnx_graph(record: RecordLine) -> dict[str, Any]:
     """Operator graph of a record collected before operator graphs were stored."""
     from gnnperf import zoo
     from gnnperf.features import extract_onnx_graph
@@ -102,14 +140,9 @@ def fingerprint(root: str | os.PathLike[str] | DatasetFolder | None = None) -> s
     folder = DatasetFolder.resolve(root)
     h = hashlib.sha256(
         f"schema{SCHEMA_VERSION}|layout{_DATA_LAYOUT}|{','.join(feature_names())}".encode())
-    for path in shard_paths(folder.shards):
-        # named as in the standard layout, so a flat folder hashes like its standard twin
-        h.update(f"shards/{path.name}".encode())
-        h.update(hashlib.sha256(path.read_bytes()).digest())
+    h.update(_shards_digest(shard_paths(folder.shards), "shards").digest())
     if folder.kernels.is_dir():  # a tuned record's kernels read their candidates there
-        for path in shard_paths(folder.kernels):
-            h.update(f"kernels/{path.name}".encode())
-            h.update(hashlib.sha256(path.read_bytes()).digest())
+        h.update(_shards_digest(shard_paths(folder.kernels), "kernels").digest())
     return h.hexdigest()[:16]
 
 def existing_folder(root: str | os.PathLike[str] | DatasetFolder | None) -> DatasetFolder:
@@ -178,41 +211,83 @@ class LatencyDataset(InMemoryDataset):
         raise DatasetError(f"no dataset shards under {self.raw_dir}")
 
     def process(self) -> None:
-        records, graphs = _records_and_graphs(Path(self.raw_dir), self.graph_kind)
-        cache: dict[str, KernelGraph] = {}
-        encoded: list[tuple[dict[str, Any], KernelGraph, bool]] = []
-        for rec, gid in _encodable(records, graphs, self.graph_kind):
-            if gid not in graphs:
-                graphs[gid] = _regenerate_onnx_graph(rec)
-            if gid not in cache:
-                cache[gid] = KernelGraph.from_dict(graphs[gid])
-            is_tuned = (self.graph_kind == "kernel"
-                        and BuildConfig.parse(rec["build"]).kind == "tuned")
-            encoded.append((rec, cache[gid], is_tuned))
-        # each kernel of a tuned record reads the schedules the kernel dataset measured for
-        # its workload on the record's hardware (the ones its tuned build picked from)
-        needed = {(n.struct_hash, rec["hw_id"])
-                  for rec, graph, is_tuned in encoded if is_tuned for n in graph.nodes}
-        candidates = tuned_candidates(self.folder, needed=needed) if needed else {}
-        serial = serial_figures(rec for rec, _, _ in encoded)
-        memo: CandidateMemo = {}
-        items = []
-        for rec, graph, is_tuned in tqdm(encoded, desc=f"encoding {self.graph_kind} graphs",
-                                         disable=None,
-                                         unit="record", mininterval=1.0):
-            if is_tuned:
-                graph = graph.with_candidates(
-                    lambda n, hw_id=rec["hw_id"]: candidates.get((n.struct_hash, hw_id), []))
-            data = record_to_data(rec, graph, serial, memo)
-            if self.graph_kind != "kernel":
-                data.kernel_mask = torch.zeros_like(data.kernel_mask)
-            items.append(data)
+        items = (self._encode_kernel_graphs() if self.graph_kind == "kernel"
+                 else self._encode_onnx_graphs())
         if not items:
             raise DatasetError(f"no records in {self.raw_dir}")
         target = Path(self.processed_paths[0])
         with atomic_path(target) as tmp:
             self.save(items, str(tmp))
         self._prune_stale_caches(target)
+
+    def _encode_kernel_graphs(self) -> list[Data]:
+        """Every record with a stored kernel graph, encoded: taken from the folder's packs
+        where its :func:`item_digest` still holds (hardware columns rewritten), else
+        encoded from its graph (only those graphs are read)."""
+        shards = Path(self.raw_dir)
+        records = latest_records(shards)
+        traces: dict[str, str] = {}
+        for line in iter_lines(shards, kinds=("graph_traces",)):
+            traces[line["graph_id"]] = traces.get(line["graph_id"], "") + line["crc"]
+        tuned = [BuildConfig.parse(rec["build"]).kind == "tuned" for rec in records]
+        kernels = (_shards_digest(shard_paths(self.folder.kernels), "kernels").hexdigest()
+                   if any(tuned) and self.folder.kernels.is_dir() else "")
+        digests = [item_digest(rec, traces.get(rec["graph_id"], ""), kernels if t else "")
+                   for rec, t in zip(records, tuned, strict=True)]
+        packed = PackedItems(self.folder.packs)
+        reused = [(rec["key"], d) in packed for rec, d in zip(records, digests, strict=True)]
+        graphs = _kernel_graphs(shards, {rec["graph_id"] for rec, r in zip(records, reused,
+                                                                           strict=True)
+                                         if not r})
+        todo = [i for i, r in enumerate(reused)
+                if not r and records[i]["graph_id"] in graphs]
+        encodable = sorted([i for i, r in enumerate(reused) if r] + todo)
+        decoded = {gid: KernelGraph.from_dict(graphs[gid])
+                   for gid in {records[i]["graph_id"] for i in todo}}
+        # each kernel of a tuned record reads the schedules the kernel dataset measured for
+        # its workload on the record's hardware (the ones its tuned build picked from)
+        needed = {(n.struct_hash, records[i]["hw_id"])
+                  for i in todo if tuned[i] for n in decoded[records[i]["graph_id"]].nodes}
+        candidates = tuned_candidates(self.folder, needed=needed) if needed else {}
+        serial = serial_figures(records[i] for i in encodable)
+        memo: CandidateMemo = {}
+        items = []
+        for i in tqdm(encodable, desc="encoding kernel graphs", disable=None,
+                      unit="record", mininterval=1.0):
+            rec = records[i]
+            if reused[i]:
+                data = with_hardware(packed.get(rec["key"], digests[i]),
+                                     record_hardware(rec, serial))
+            else:
+                graph = decoded[rec["graph_id"]]
+                if tuned[i]:
+                    graph = graph.with_candidates(
+                        lambda n, hw_id=rec["hw_id"]: candidates.get((n.struct_hash, hw_id),
+                                                                      []))
+                data = record_to_data(rec, graph, serial, memo)
+                data.digest = digests[i]
+            items.append(data)
+        return items
+
+    def _encode_onnx_graphs(self) -> list[Data]:
+        """Every record's unfused operator graph (made again where none is stored)."""
+        records, graphs = _records_and_graphs(Path(self.raw_dir), "onnx")
+        cache: dict[str, KernelGraph] = {}
+        encoded: list[tuple[RecordLine, KernelGraph]] = []
+        for rec, gid in _encodable(records, graphs, "onnx"):
+            if gid not in graphs:
+                graphs[gid] = _regenerate_onnx_graph(rec)
+            if gid not in cache:
+                cache[gid] = KernelGraph.from_dict(graphs[gid])
+            encoded.append((rec, cache[gid]))
+        serial = serial_figures(rec for rec, _ in encoded)
+        items = []
+        for rec, graph in tqdm(encoded, desc="encoding onnx graphs", disable=None,
+                               unit="record", mininterval=1.0):
+            data = record_to_data(rec, graph, serial)
+            data.kernel_mask = torch.zeros_like(data.kernel_mask)
+            items.append(data)
+        return items
 
     def _prune_stale_caches(self, keep: Path) -> None:
         """Caches of older shard contents (same graph kind) are never read again."""

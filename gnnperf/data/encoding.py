@@ -4,7 +4,6 @@ dataflow edges, whole-model and per-kernel labels."""
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import torch
 from torch_geometric.data import Data
@@ -13,8 +12,11 @@ from gnnperf.data.splits import split_group
 from gnnperf.errors import DatasetError
 from gnnperf.estimators.kernel.dataset import CandidateMemo, candidate_rows, kernel_input_vector
 from gnnperf.features import KernelGraph, node_feature_vector
+from gnnperf.features.graph import has_parallel_loop
+from gnnperf.features.schema import HARDWARE
 from gnnperf.hardware.spec import HardwareSpec
 from gnnperf.lowering.build_config import BUILD_KINDS, BuildConfig
+from gnnperf.store.lines import RecordLine
 from gnnperf.store.records import SerialFigures, record_hardware
 from gnnperf.store.shards import is_v2
 
@@ -59,19 +61,44 @@ def graph_to_data(graph: KernelGraph, hw: HardwareSpec, build: str | None = None
                              for node in graph.nodes], dtype=torch.float32)
     # a tuned kernel's candidate schedules, each row naming its kernel (PyG shifts an
     # ``*_index`` attribute by the nodes before it when it batches graphs)
-    candidates = [(node.index, row) for node in graph.nodes if kind == "tuned"
-                  for row in candidate_rows(node, hw, memo)]
-    x_candidates = torch.tensor([row for _, row in candidates], dtype=torch.float32
+    candidates = [(node.index, row, cand) for node in graph.nodes if kind == "tuned"
+                  for row, cand in zip(candidate_rows(node, hw, memo), node.candidates,
+                                       strict=True)]
+    x_candidates = torch.tensor([row for _, row, _ in candidates], dtype=torch.float32
                                 ).reshape(len(candidates), x_kernel.shape[1])
     return Data(x=x, edge_index=edge_index, edge_attr=edge_attr, num_nodes=n,
                 x_kernel=x_kernel, x_candidates=x_candidates,
-                candidates_node_index=torch.tensor([i for i, _ in candidates],
+                candidates_node_index=torch.tensor([i for i, _, _ in candidates],
                                                    dtype=torch.long),
                 kernel_model_mask=torch.tensor([node.kind == "tir" for node in graph.nodes]),
-                kernel_tuned=torch.full((n,), kind == "tuned", dtype=torch.bool))
+                kernel_tuned=torch.full((n,), kind == "tuned", dtype=torch.bool),
+                # which rows read the one-thread hardware: see :func:`with_hardware`
+                node_serial=torch.tensor([not node.parallel for node in graph.nodes],
+                                         dtype=torch.bool),
+                candidates_serial=torch.tensor(
+                    [not has_parallel_loop(cand["features"]["loops"])
+                     for _, _, cand in candidates], dtype=torch.bool))
 
 
-def record_to_data(record: dict[str, Any], graph: KernelGraph,
+def with_hardware(data: Data, hw: HardwareSpec) -> Data:
+    """``data`` (from :func:`graph_to_data`) as if encoded for ``hw``'s figures: every
+    feature table ends with the hardware's columns (:meth:`HardwareSpec.feature_vector`,
+    its one-thread view on the rows of serial kernels and schedules), and nothing else in
+    an item reads the figures that change between two encodings of the same record (the
+    one-thread medians of :func:`gnnperf.store.records.serial_figures`); ISA, threads and
+    caches are the record's own. Rewriting those columns is the same as encoding again."""
+    width = len(HARDWARE)
+    full = torch.tensor(hw.feature_vector(), dtype=torch.float32)
+    serial = torch.tensor(hw.serial_view().feature_vector(), dtype=torch.float32)
+    for table, mask in (("x", "node_serial"), ("x_kernel", "node_serial"),
+                        ("x_candidates", "candidates_serial")):
+        rows = getattr(data, table)
+        tails = torch.where(getattr(data, mask)[:, None], serial, full)
+        setattr(data, table, torch.cat([rows[:, :-width], tails], dim=1))
+    return data
+
+
+def record_to_data(record: RecordLine, graph: KernelGraph,
                    serial: SerialFigures | None = None, memo: CandidateMemo | None = None
                    ) -> Data:
     data = graph_to_data(graph, record_hardware(record, serial), record["build"], memo)

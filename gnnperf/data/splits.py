@@ -4,7 +4,7 @@ records are tested on."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -43,7 +43,7 @@ def parse_fold(holdout: str | None) -> tuple[int, int]:
     return k, folds
 
 
-def split_group(record: dict[str, Any]) -> str:
+def split_group(record: Mapping[str, Any]) -> str:
     """What keeps records together across a split: the model's operator graph.
 
     The graph id ignores weights, so two seeds that draw the same shape (the ``hf-*``

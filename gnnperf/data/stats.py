@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from gnnperf.data.dataset import existing_folder
 from gnnperf.data.splits import split_group
@@ -13,11 +13,12 @@ from gnnperf.hardware.cpu_identity import signature_of_hw
 from gnnperf.hardware.spec import host_of
 from gnnperf.measure.reference import aa_floor
 from gnnperf.store.folder import DatasetFolder
+from gnnperf.store.lines import RecordLine, RemeasureLine
 from gnnperf.store.shards import is_probed, iter_lines, latest_records, shard_paths
 
 
 def noise_pairs(root: str | os.PathLike[str] | DatasetFolder | None
-                ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+                ) -> list[Pair]:
     """(record, its re-measurement) for every re-measurement in the folder's ``noise/``.
 
     The record is the one that was repeated (matched by its creation time), not a
@@ -29,11 +30,13 @@ def noise_pairs(root: str | os.PathLike[str] | DatasetFolder | None
         return []
     records = {(r["key"], r.get("created_at")): r
                for r in iter_lines(folder.shards, kinds=("record",))}
-    return [(records[pair], obj) for obj in iter_lines(noise_dir, kinds=("remeasure",))
+    return [(cast(RecordLine, records[pair]), cast(RemeasureLine, obj))
+            for obj in iter_lines(noise_dir, kinds=("remeasure",))
             if (pair := (obj["key"], obj.get("first_created_at"))) in records]
 
 
-Pair = tuple[dict[str, Any], dict[str, Any]]
+#: a record and its re-measurement
+Pair = tuple[RecordLine, RemeasureLine]
 
 
 def _noise_floor(pairs: list[Pair]) -> float | None:
@@ -41,7 +44,7 @@ def _noise_floor(pairs: list[Pair]) -> float | None:
     return aa_floor(pairs, "whole")["mape"]
 
 
-def _group_pairs(pairs: list[Pair], key: Callable[[dict[str, Any]], str]
+def _group_pairs(pairs: list[Pair], key: Callable[[RecordLine], str]
                  ) -> dict[str, list[Pair]]:
     groups: dict[str, list[Pair]] = {}
     for pair in pairs:
@@ -49,18 +52,18 @@ def _group_pairs(pairs: list[Pair], key: Callable[[dict[str, Any]], str]
     return groups
 
 
-def _noise_floor_per(pairs: list[Pair], key: Callable[[dict[str, Any]], str]
+def _noise_floor_per(pairs: list[Pair], key: Callable[[RecordLine], str]
                      ) -> dict[str, float]:
     """:func:`_noise_floor` of each group of pairs, grouped by ``key`` of the first record."""
     return {k: mape for k, v in sorted(_group_pairs(pairs, key).items())
             if (mape := _noise_floor(v)) is not None}
 
 
-def _cpu_id(record: dict[str, Any]) -> str:
+def _cpu_id(record: RecordLine) -> str:
     return signature_of_hw(record["hw"]).id
 
 
-def distinct_by_build(records: list[dict[str, Any]]) -> tuple[dict[str, int], dict[str, int]]:
+def distinct_by_build(records: list[RecordLine]) -> tuple[dict[str, int], dict[str, int]]:
     """Per build, the operator graphs measured and the distinct (graph, hardware id) pairs.
 
     Why: two seeds of a real architecture that draw the same (batch, size) are one graph

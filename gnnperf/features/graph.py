@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -22,6 +22,12 @@ def dtype_bytes(dtype: str) -> int:
 
 def tensor_bytes(shape: Iterable[int], dtype: str) -> int:
     return int(np.prod(list(shape), dtype=np.int64)) * dtype_bytes(dtype)
+
+
+def has_parallel_loop(loops: Mapping[str, float]) -> bool:
+    """Whether analyses ``loops`` (:data:`gnnperf.features.schema.LOOP_KEYS`) hold a
+    parallel loop: a kernel's, or one of a ``tuned`` kernel's candidate schedules'."""
+    return float(loops.get("parallel_extent", 1.0)) > 1.0
 
 
 @dataclass
@@ -62,7 +68,7 @@ class KernelNode:
     def parallel(self) -> bool:
         """Whether the kernel has a parallel loop: only then can more threads speed it up
         (a serial kernel runs on one core whatever the thread pool holds)."""
-        return float(self.loops.get("parallel_extent", 1.0)) > 1.0
+        return has_parallel_loop(self.loops)
 
     @property
     def intensity(self) -> float:

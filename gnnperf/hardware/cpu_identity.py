@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -138,7 +139,7 @@ def read_signature(cores: int, caches_kb: dict[str, int],
     )
 
 
-def signature_of_hw(hw: dict[str, Any]) -> CpuSignature:
+def signature_of_hw(hw: Mapping[str, Any]) -> CpuSignature:
     """The CPU signature of a record's stored hardware spec.
 
     Specs written since signatures exist carry theirs; older ones are read as a partial

@@ -19,7 +19,7 @@ import platform
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -247,7 +247,7 @@ class HardwareSpec:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> HardwareSpec:
+    def from_dict(cls, data: Mapping[str, Any]) -> HardwareSpec:
         known = {f for f in cls.__dataclass_fields__}
         # derived fields, as `gnnperf hw` prints them
         data = {k: v for k, v in data.items() if k not in ("hw_id", "cpu_id")}

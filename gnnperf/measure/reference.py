@@ -191,7 +191,7 @@ def summarise(rounds: Sequence[Mapping[str, float]]) -> dict[str, dict[str, Any]
     return out
 
 
-def machine_state(line: dict[str, Any]) -> float | None:
+def machine_state(line: Mapping[str, Any]) -> float | None:
     """Geometric mean (ms) of the reference kernels timed beside a v2 label; None for v1."""
     reference = line.get("reference")
     if not reference:

@@ -2,7 +2,7 @@
 
 A dataset folder ``DIR`` holds the measured records in ``DIR/shards/``, re-measurements
 for the noise floor in ``DIR/noise/``, the kernel dataset (many schedules per kernel) in
-``DIR/kernels/`` and PyG caches in ``DIR/processed/``. Every
+``DIR/kernels/``, encoded records in ``DIR/packs/`` and PyG caches in ``DIR/processed/``. Every
 command (``collect --out``, ``dataset stats|remeasure --root``, ``train --root``,
 ``bench --root``, :class:`gnnperf.data.LatencyDataset`) takes ``DIR`` and resolves it
 here, so what one writes the others read. Two other spellings are accepted, because
@@ -52,7 +52,14 @@ class DatasetFolder:
 
     @property
     def processed(self) -> Path:
+        """PyG caches, made here from the shards (not shipped)."""
         return self.root / "processed"
+
+    @property
+    def packs(self) -> Path:
+        """Encoded records, shipped so a fresh clone need not process them all
+        (:mod:`gnnperf.data.pack`)."""
+        return self.root / "packs"
 
     @classmethod
     def resolve(cls, path: str | os.PathLike[str] | DatasetFolder | None = None

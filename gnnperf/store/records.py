@@ -7,17 +7,18 @@ gives a record the same hardware.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
 from gnnperf.hardware.spec import HardwareSpec, host_of
+from gnnperf.store.lines import RecordLine
 from gnnperf.store.shards import is_v2
 
 SerialFigures = dict[tuple[str, str], dict[str, Any]]
 
 
-def serial_figures(records: Iterable[dict[str, Any]]) -> SerialFigures:
+def serial_figures(records: Iterable[Mapping[str, Any]]) -> SerialFigures:
     """Per (CPU, ISA), the one-thread figures of that CPU's one-thread records (medians):
     what :meth:`HardwareSpec.serial_view` reads for a record taken at more threads, whose
     own spec measured only its own thread count."""
@@ -43,7 +44,7 @@ def serial_figures(records: Iterable[dict[str, Any]]) -> SerialFigures:
     return out
 
 
-def record_hardware(record: dict[str, Any], serial: SerialFigures | None = None
+def record_hardware(record: RecordLine | Mapping[str, Any], serial: SerialFigures | None = None
                     ) -> HardwareSpec:
     """The record's hardware as it was while the label was taken: under measurement v2,
     with the medians of the reference kernels timed beside the label; above one thread,
@@ -51,7 +52,7 @@ def record_hardware(record: dict[str, Any], serial: SerialFigures | None = None
     hw = HardwareSpec.from_dict(record["hw"])
     if is_v2(record):
         hw = replace(hw, reference_ms={k: float(v["median_ms"])
-                                       for k, v in record["reference"].items()})
+                                       for k, v in (record.get("reference") or {}).items()})
     one_thread = (serial or {}).get((host_of(str(record["hw_id"])), hw.isa))
     if hw.threads > 1 and one_thread is not None:
         hw = replace(hw, serial=one_thread)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -61,7 +61,7 @@ class ModelSpec:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ModelSpec:
+    def from_dict(cls, d: Mapping[str, Any]) -> ModelSpec:
         """Inverse of :meth:`to_dict` (also accepts the dict after a JSON round trip)."""
         inputs = {
             str(k): (tuple(int(x) for x in shape), str(dtype))

@@ -10,13 +10,14 @@ from collections import Counter, defaultdict
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from gnnperf.collect.kernels.workloads import NOT_EXECUTED
 from gnnperf.errors import DatasetError
 from gnnperf.hardware.cpu_identity import signature_of_hw
 from gnnperf.measure.reference import aa_floor
 from gnnperf.store.folder import DatasetFolder
+from gnnperf.store.lines import KernelRecordLine, KernelRemeasureLine
 from gnnperf.store.shards import iter_lines
 
 
@@ -25,14 +26,14 @@ def _kernels_folder(root: str | os.PathLike[str] | DatasetFolder | None) -> Path
 
 
 def kernel_records(root: str | os.PathLike[str] | DatasetFolder | None = None,
-                   hw_id: str | None = None) -> Iterator[dict[str, Any]]:
+                   hw_id: str | None = None) -> Iterator[KernelRecordLine]:
     """Every measured schedule (``kernel_record`` line), optionally of one hardware id."""
     folder = _kernels_folder(root)
     if not folder.exists():
         return
     for rec in iter_lines(folder, kinds=("kernel_record",)):
         if hw_id is None or rec["hw_id"] == hw_id:
-            yield rec
+            yield cast(KernelRecordLine, rec)
 
 
 def kernel_stats(root: str | os.PathLike[str] | DatasetFolder | None = None) -> dict[str, Any]:
@@ -53,7 +54,7 @@ def kernel_stats(root: str | os.PathLike[str] | DatasetFolder | None = None) -> 
     cpus: set[str] = set()
     pairs: set[tuple[str, str]] = set()
     stages: Counter[str] = Counter()
-    noise: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = defaultdict(list)
+    noise: dict[str, list[tuple[KernelRecordLine, KernelRemeasureLine]]] = defaultdict(list)
     # cost: sampling and compiling once per workload, timing once per hardware config
     timed = cost_s = 0.0
     costed: set[str] = set()
@@ -77,7 +78,8 @@ def kernel_stats(root: str | os.PathLike[str] | DatasetFolder | None = None) -> 
             cpu = signature_of_hw(o["hw"]).id
             cpus.add(cpu)
             if o["key"] in again:
-                noise[cpu].append((o, again[o["key"]]))
+                noise[cpu].append((cast(KernelRecordLine, o),
+                                   cast(KernelRemeasureLine, again[o["key"]])))
     not_executed = stages.pop(NOT_EXECUTED, 0)
     counts = [len(sampled.get(w, ())) for w in workloads]
     return {
@@ -96,7 +98,7 @@ def kernel_stats(root: str | os.PathLike[str] | DatasetFolder | None = None) -> 
     }
 
 
-def _mean_run_s(rec: dict[str, Any]) -> float:
+def _mean_run_s(rec: KernelRecordLine) -> float:
     """A kernel record's mean run time as MetaSchedule ranks it (its tuning record's
     ``run_secs``)."""
     return statistics.fmean(rec["ms_record"][1])
@@ -107,7 +109,7 @@ class _Sampled:
     """The sampled schedules of some hardware ids, read in one pass over the shards."""
 
     workloads: dict[str, Any]  # workload id -> MetaSchedule's JSON of the workload
-    records: dict[str, list[dict[str, Any]]]  # hardware id -> its kernel records
+    records: dict[str, list[KernelRecordLine]]  # hardware id -> its kernel records
     measured_ids: set[str]  # every hardware id with a kernel record, for error messages
 
 
@@ -124,14 +126,15 @@ def _read_sampled(root: str | os.PathLike[str] | DatasetFolder | None,
     """
     folder = _kernels_folder(root)
     workloads: dict[str, Any] = {}
-    records: dict[str, list[dict[str, Any]]] = {h: [] for h in hw_ids}
-    best: dict[str, dict[str, dict[str, Any]]] = {h: {} for h in hw_ids}
+    records: dict[str, list[KernelRecordLine]] = {h: [] for h in hw_ids}
+    best: dict[str, dict[str, KernelRecordLine]] = {h: {} for h in hw_ids}
     measured: set[str] = set()
     kinds = ("kernel_workload", "kernel_record")
-    for o in iter_lines(folder, kinds=kinds) if folder.exists() else ():
-        if o["kind"] == "kernel_workload":
-            workloads[o["workload_id"]] = o["ms_workload"]
+    for line in iter_lines(folder, kinds=kinds) if folder.exists() else ():
+        if line["kind"] == "kernel_workload":
+            workloads[line["workload_id"]] = line["ms_workload"]
             continue
+        o = cast(KernelRecordLine, line)
         measured.add(o["hw_id"])
         if o["hw_id"] not in records or o["schedule"] == "unscheduled":
             continue

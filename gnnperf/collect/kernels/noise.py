@@ -32,10 +32,11 @@ from gnnperf.measure import MeasureSettings, WorkerPool
 from gnnperf.measure.local import time_funcs
 from gnnperf.measure.reference import reference_library
 from gnnperf.store.folder import DatasetFolder
+from gnnperf.store.lines import KernelRecordLine
 from gnnperf.store.shards import ShardWriter, iter_lines
 
 
-def _candidates(recs: list[dict[str, Any]], workload_json: Any) -> list[Candidate]:
+def _candidates(recs: list[KernelRecordLine], workload_json: Any) -> list[Candidate]:
     """The program each record timed, rebuilt by replaying its trace on its workload."""
     from tvm.s_tir.meta_schedule.database import TuningRecord, Workload
 
@@ -56,7 +57,7 @@ def remeasure_kernels(root: str | os.PathLike[str] | DatasetFolder | None, count
     settings = settings or MeasureSettings(quiet_timeout_s=float("inf"))
     cpu = HardwareSpec.local(measure=False).cpu_id
     now = time.time()
-    pairs: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    pairs: dict[tuple[str, str], list[KernelRecordLine]] = defaultdict(list)
     for rec in kernel_records(folder):
         if signature_of_hw(rec["hw"]).id == cpu:
             pairs[(rec["workload_id"], rec["hw_id"])].append(rec)
@@ -92,7 +93,7 @@ def remeasure_kernels(root: str | os.PathLike[str] | DatasetFolder | None, count
     return summary
 
 
-def _remeasure_model(spec: zoo.ModelSpec, groups: list[list[dict[str, Any]]],
+def _remeasure_model(spec: zoo.ModelSpec, groups: list[list[KernelRecordLine]],
                      workloads: dict[str, Any], writer: ShardWriter, workers: WorkerPool,
                      settings: MeasureSettings, summary: CollectSummary) -> None:
     """Capture ``spec``'s kernel inputs once, then time each group's schedules again."""

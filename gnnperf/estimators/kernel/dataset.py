@@ -28,7 +28,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from tqdm import tqdm
@@ -51,6 +51,7 @@ from gnnperf.features.schema import (
 )
 from gnnperf.hardware.spec import HardwareSpec
 from gnnperf.store.folder import DatasetFolder
+from gnnperf.store.lines import KernelRecordLine
 from gnnperf.store.records import record_hardware
 from gnnperf.store.shards import iter_lines, iter_shard, shard_paths
 
@@ -87,9 +88,10 @@ def candidate_rows(node: KernelNode, hw: HardwareSpec, memo: CandidateMemo | Non
     same candidate list on the same hardware: ``memo``, kept across the graphs of one
     encoding pass, makes its rows once."""
     if memo is not None:
-        view = hw if node.parallel else hw.serial_view()
-        key = (id(node.candidates), node.struct_hash, node.parallel,
-               *view.feature_vector(), view.simd_width, view.threads, view.l1d_kb, view.l2_kb)
+        # both views: each candidate reads the one its own schedule calls for
+        key = (id(node.candidates), node.struct_hash, *hw.feature_vector(),
+               *hw.serial_view().feature_vector(), hw.simd_width, hw.threads, hw.l1d_kb,
+               hw.l2_kb)
         hit = memo.get(key)
         if hit is not None:
             return hit[1]
@@ -140,19 +142,19 @@ def _scheduled(ms_record: list[Any], workload: Any) -> tuple[Any, Any]:
     return record.as_measure_candidate().sch.mod["main"], tvm.target.Target(record.target)
 
 
-def _ms_record(rec: dict[str, Any]) -> list[Any]:
+def _ms_record(rec: KernelRecordLine) -> list[Any]:
     ms_record = rec["ms_record"]
     return json.loads(ms_record) if isinstance(ms_record, str) else ms_record
 
 
-def _replayed_statics(rec: dict[str, Any], workload: Any) -> KernelStatics:
+def _replayed_statics(rec: KernelRecordLine, workload: Any) -> KernelStatics:
     """The analyses of a record's program, rebuilt by replaying its trace (~8 ms)."""
     from gnnperf.features.analyses import kernel_statics  # TVM: only to build the table
 
     return kernel_statics(*_scheduled(_ms_record(rec), workload))
 
 
-def _stored_statics(rec: dict[str, Any]) -> KernelStatics | None:
+def _stored_statics(rec: KernelRecordLine) -> KernelStatics | None:
     """The analyses the collector stored with the record when it timed the program."""
     from gnnperf.features.analyses import KernelStatics
 
@@ -170,7 +172,7 @@ def _same_statics(a: KernelStatics, b: KernelStatics) -> bool:
             and np.allclose(a.ms_features, b.ms_features, rtol=1e-4, atol=1e-4))
 
 
-def _row(rec: dict[str, Any], statics: KernelStatics) -> list[float]:
+def _row(rec: KernelRecordLine, statics: KernelStatics) -> list[float]:
     ms_record = _ms_record(rec)
     # MetaSchedule's record: [trace, run secs, target, args_info]; args_info holds
     # ["TENSOR", dtype, shape] per buffer, the output last
@@ -201,10 +203,10 @@ def _code_fingerprint() -> str:
 _ARRAYS = ("x", "log_ms", "workload", "hw_id", "unscheduled")
 
 
-def _records_statics(records: list[dict[str, Any]], workloads: dict[str, Any],
+def _records_statics(records: list[KernelRecordLine], workloads: dict[str, Any],
                      parsed: dict[str, Any],
-                     keep: Callable[[dict[str, Any]], bool] | None = None
-                     ) -> list[tuple[dict[str, Any], KernelStatics]]:
+                     keep: Callable[[KernelRecordLine], bool] | None = None
+                     ) -> list[tuple[KernelRecordLine, KernelStatics]]:
     """Each record of one shard (every one's workload known; those ``keep`` accepts only,
     if given) with its analyses: the ones the collector stored when a sample of the
     shard's records, replayed with the code of today, comes out the same (the first and
@@ -212,7 +214,7 @@ def _records_statics(records: list[dict[str, Any]], workloads: dict[str, Any],
     the same analyses however many others are asked for), else replayed (~8 ms each)."""
     from tvm.s_tir.meta_schedule.database import Workload
 
-    def replayed(rec: dict[str, Any]) -> KernelStatics:
+    def replayed(rec: KernelRecordLine) -> KernelStatics:
         wid = rec["workload_id"]
         if wid not in parsed:
             parsed[wid] = Workload.from_json(workloads[wid])
@@ -226,7 +228,7 @@ def _records_statics(records: list[dict[str, Any]], workloads: dict[str, Any],
             for rec, st in zip(records, stored, strict=True) if keep is None or keep(rec)]
 
 
-def _shard_rows(records: list[dict[str, Any]], workloads: dict[str, Any],
+def _shard_rows(records: list[KernelRecordLine], workloads: dict[str, Any],
                 parsed: dict[str, Any]) -> dict[str, np.ndarray]:
     """The table's arrays for the records of one shard (those whose workload is known: a
     record's workload line may have been lost with a killed writer)."""
@@ -248,12 +250,12 @@ _HW_ID = re.compile(r'"hw_id":"([^"]+)"')
 
 def _read_shards(folder: DatasetFolder, progress: bool = True,
                  needed: AbstractSet[tuple[str, str]] | None = None
-                 ) -> tuple[dict[str, Any], dict[Path, list[dict[str, Any]]]]:
+                 ) -> tuple[dict[str, Any], dict[Path, list[KernelRecordLine]]]:
     """(MetaSchedule workload JSON by workload id, each kernel shard's records); with
     ``needed``, only the workloads and records of those (workload id, hardware id) pairs
     are parsed (most of a cold load is parsing records no tuned record reads)."""
     workloads: dict[str, Any] = {}
-    by_shard: dict[Path, list[dict[str, Any]]] = {}
+    by_shard: dict[Path, list[KernelRecordLine]] = {}
     keep = None
     if needed is not None:
         wanted = {w for w, _ in needed}
@@ -274,7 +276,7 @@ def _read_shards(folder: DatasetFolder, progress: bool = True,
             if o.get("kind") == "kernel_workload":
                 workloads[o["workload_id"]] = o["ms_workload"]
             elif o.get("kind") == "kernel_record":
-                by_shard[path].append(o)
+                by_shard[path].append(cast(KernelRecordLine, o))
     return workloads, by_shard
 
 
@@ -287,7 +289,7 @@ def _build(folder: DatasetFolder, progress: bool) -> KernelTable:
         path: cache_dir / f"{path.name}-{hashlib.sha256(path.read_bytes()).hexdigest()[:16]}.npz"
         for path in shard_paths(folder.kernels)}
     workloads: dict[str, Any] = {}
-    by_shard: dict[Path, list[dict[str, Any]]] = {}
+    by_shard: dict[Path, list[KernelRecordLine]] = {}
     if not all(c.exists() for c in cached.values()):
         # a record's workload may be in any shard
         workloads, by_shard = _read_shards(folder, progress)
@@ -349,7 +351,7 @@ def tuned_candidates(root: str | os.PathLike[str] | DatasetFolder | None = None,
     workloads, by_shard = _read_shards(folder, needed=needed)
     parsed: dict[str, Any] = {}
 
-    def used(rec: dict[str, Any]) -> bool:
+    def used(rec: KernelRecordLine) -> bool:
         return needed is None or (rec["workload_id"], rec["hw_id"]) in needed
 
     for records in by_shard.values():
