@@ -115,6 +115,37 @@ def test_seeds_with_the_same_graph_never_straddle_a_split() -> None:
                 assert owner.setdefault(str(rows[i].group), k) == k
 
 
+def test_validation_takes_a_real_architecture_whole_and_generated_models_apart() -> None:
+    """Intervals are calibrated on validation: for a real architecture it holds whole
+    source families (every size of a model type), as users bring architectures that no
+    training saw; a generated model is its own unit."""
+    from gnnperf.zoo.corpus.spec import CATALOG, source_family
+
+    types: dict[str, list[str]] = {}
+    for family in CATALOG:
+        types.setdefault(source_family(family), []).append(family)
+    real = [fams for fams in types.values() if len(fams) >= 2][:30]
+    rows = []
+    for fams in real:
+        for family in fams[:2]:
+            for size in (0, 1):  # two input sizes: two operator graphs
+                rows.append(Data(model_id=f"{family}-{size}", family=family, hw_id="a",
+                                 group=f"{family}/{size}", v2=True, build="default"))
+    for m in range(30):
+        rows.append(Data(model_id=f"vgg-{m}", family="vgg", hw_id="a", group=f"vgg/{m}",
+                         v2=True, build="default"))
+    for seed in range(3):
+        train, val, test = split_indices(rows, "random", seed=seed, val_frac=0.2,
+                                         test_frac=0.1)
+        val_types = {source_family(str(rows[i].family)) for i in val
+                     if rows[i].family != "vgg"}
+        assert val_types and any(rows[i].family == "vgg" for i in val)
+        # a validated model type has no record in training (another size, another config)
+        assert not val_types & {source_family(str(rows[i].family)) for i in train}
+        vgg_val = [i for i in val if rows[i].family == "vgg"]
+        assert 0 < len(vgg_val) < 30  # generated models: drawn one by one, not the family
+
+
 def test_stats_count_a_graph_drawn_by_two_seeds_once() -> None:
     from gnnperf.data.stats import distinct_by_build
 

@@ -34,6 +34,9 @@ def cmd_train(args: argparse.Namespace) -> int:
                       aux_share_power=args.aux_share_power,
                       legacy_weight=args.legacy_weight, legacy_in_test=args.legacy_in_test,
                       build_balance=args.build_balance, kernel_model=args.kernel_model)
+    # a first run encodes what the shipped packs do not hold: say so before it starts
+    print(f"reading the dataset {args.root or 'datasets/'} (records the packs do not hold "
+          "are encoded, once)", flush=True)
     dataset = LatencyDataset(args.root)
     spent = (time.monotonic() - start) / 60
     cap = training_minutes(cfg.max_minutes, args.total_minutes, spent)

@@ -72,7 +72,8 @@ def split_indices(
     part of the id, :func:`host_of`), or the ``hf-*`` models (``real-architectures``), or
     every real architecture whose model type falls in fold ``holdout = "k/K"``
     (``leave-architecture-out``: every size of a type, corpus and ``hf-*`` alike);
-    validation is ``val_frac`` of the remaining groups, never taken from the held-out part,
+    validation is ``val_frac`` of the remaining :func:`validation_unit` s (a real
+    architecture's whole source family, else a group), never taken from the held-out part,
     drawn within each stratum of :func:`_validation_strata` (v2 or not, rarest build kind).
 
     Only records measured under v2 are tested on (their noise floor is known); older
@@ -110,15 +111,30 @@ def split_indices(
     else:
         held_groups = {groups[i] for i in idx[held]}
         rest = np.array([i for i in idx[~held] if groups[i] not in held_groups], dtype=int)
-    rest_groups = [groups[i] for i in rest]
-    chosen = _stratified_groups(_validation_strata([rows[i] for i in rest], rest_groups),
+    rest_units = [validation_unit(rows[i], groups[i]) for i in rest]
+    chosen = _stratified_groups(_validation_strata([rows[i] for i in rest], rest_units),
                                 val_frac, rng)
-    val_local = np.array([g in chosen for g in rest_groups], dtype=bool)
+    val_local = np.array([u in chosen for u in rest_units], dtype=bool)
     val, train = rest[val_local], rest[~val_local]
     if len(train) == 0 or len(val) == 0:
         raise DatasetError(f"split '{kind}' (holdout {holdout}) leaves no training or "
                            f"validation records ({len(rows)} records in all)")
     return [int(i) for i in train], [int(i) for i in val], [int(i) for i in idx[test_mask]]
+
+
+def validation_unit(row: Data, group: str) -> str:
+    """What validation takes whole: a real architecture's source family (every size and
+    seed of a transformers model type, corpus and ``hf-*`` alike), else the record's group.
+
+    Why: validation picks each member's epoch and calibrates the interval. Drawn by
+    operator graph, it held another size of an architecture that trains, so intervals were
+    sized on near-copies of the training set and covered half of what users bring
+    (architectures no training saw); a held-out type is what they bring. A generated zoo
+    model is a fresh draw of its family's space, so its own graph is the unit there."""
+    from gnnperf.zoo.corpus.spec import is_real_architecture, source_family
+
+    family = str(getattr(row, "family", ""))
+    return f"source:{source_family(family)}" if is_real_architecture(family) else group
 
 
 def _held_out_value(row: Data, kind: str) -> str:
