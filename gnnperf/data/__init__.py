@@ -26,10 +26,11 @@ from gnnperf.data.encoding import (
     record_to_data,
 )
 from gnnperf.data.scaling import FeatureScaler
-from gnnperf.data.splits import SPLITS, calibration_mask, is_testable, split_group, split_indices
+from gnnperf.data.splits import SPLITS, calibration_mask, is_testable, split_indices
 from gnnperf.data.stats import dataset_stats, noise_pairs
 from gnnperf.features.schema import feature_names
 from gnnperf.store.folder import DatasetFolder, default_root
+from gnnperf.store.records import split_group
 
 __all__ = ["GRAPH_KINDS", "SPLITS", "DatasetFolder", "FeatureScaler",
            "LatencyDataset", "build_feature_vector", "calibration_mask", "dataset_stats",

@@ -8,7 +8,6 @@ import math
 import torch
 from torch_geometric.data import Data
 
-from gnnperf.data.splits import split_group
 from gnnperf.errors import DatasetError
 from gnnperf.estimators.kernel.dataset import CandidateMemo, candidate_rows, kernel_input_vector
 from gnnperf.features import KernelGraph, node_feature_vector
@@ -17,7 +16,7 @@ from gnnperf.features.schema import HARDWARE
 from gnnperf.hardware.spec import HardwareSpec
 from gnnperf.lowering.build_config import BUILD_KINDS, BuildConfig
 from gnnperf.store.lines import RecordLine
-from gnnperf.store.records import SerialFigures, record_hardware
+from gnnperf.store.records import SerialFigures, record_hardware, split_group
 from gnnperf.store.shards import is_v2
 
 

@@ -48,7 +48,7 @@ _PACKAGE = Path(__file__).resolve().parents[1]
 #: what turns a stored record and graph into an item (beside the feature schema)
 _ENCODING_SOURCES = (
     *sorted(f"features/{p.name}" for p in (_PACKAGE / "features").glob("*.py")),
-    "data/dataset.py", "data/encoding.py", "data/splits.py",
+    "data/dataset.py", "data/encoding.py",
     "estimators/kernel/dataset.py", "hardware/spec.py", "store/records.py",
     "store/shards.py", "collect/graph_traces.py",
 )

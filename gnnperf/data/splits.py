@@ -4,8 +4,7 @@ records are tested on."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 from torch_geometric.data import Data, InMemoryDataset
@@ -43,16 +42,6 @@ def parse_fold(holdout: str | None) -> tuple[int, int]:
     return k, folds
 
 
-def split_group(record: Mapping[str, Any]) -> str:
-    """What keeps records together across a split: the model's operator graph.
-
-    The graph id ignores weights, so two seeds that draw the same shape (the ``hf-*``
-    families have few shapes) share a group; the ONNX hash would tell them apart and
-    let one architecture leak from training into test.
-    """
-    return str(record.get("onnx_graph_id") or record.get("onnx_sha256") or record["model_id"])
-
-
 def split_indices(
     dataset: Sequence[Data] | InMemoryDataset,
     kind: str = "random",
@@ -65,8 +54,9 @@ def split_indices(
 ) -> tuple[list[int], list[int], list[int]]:
     """(train, val, test) indices.
 
-    Records are grouped by their model's operator graph (:func:`split_group`: two seeds
-    of a real architecture can give the same graph), and a group never straddles two sets. The
+    Records are grouped by their model's operator graph
+    (:func:`~gnnperf.store.records.split_group`: two seeds of a real architecture can give
+    the same graph), and a group never straddles two sets. The
     held-out part is a random ``test_frac`` of groups (``random``), the held-out family or
     hardware id, or every hardware id of the held-out CPU (``leave-cpu-out``: the machine
     part of the id, :func:`host_of`), or the ``hf-*`` models (``real-architectures``), or

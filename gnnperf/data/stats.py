@@ -8,12 +8,12 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from gnnperf.data.dataset import existing_folder
-from gnnperf.data.splits import split_group
 from gnnperf.hardware.cpu_identity import signature_of_hw
 from gnnperf.hardware.spec import host_of
 from gnnperf.measure.reference import aa_floor
 from gnnperf.store.folder import DatasetFolder
 from gnnperf.store.lines import RecordLine, RemeasureLine
+from gnnperf.store.records import split_group
 from gnnperf.store.shards import is_probed, iter_lines, latest_records, shard_paths
 
 
@@ -67,8 +67,8 @@ def distinct_by_build(records: list[RecordLine]) -> tuple[dict[str, int], dict[s
     """Per build, the operator graphs measured and the distinct (graph, hardware id) pairs.
 
     Why: two seeds of a real architecture that draw the same (batch, size) are one graph
-    (:func:`.splits.split_group`) under two model ids; their records repeat a measurement
-    rather than add a model, so a count of what the dataset covers takes each once."""
+    (:func:`~gnnperf.store.records.split_group`) under two model ids; their records repeat
+    a measurement rather than add a model, so a count of what the dataset covers takes each once."""
     graphs: dict[str, set[str]] = {}
     pairs: dict[str, set[tuple[str, str]]] = {}
     for r in records:

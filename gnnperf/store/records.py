@@ -1,7 +1,8 @@
-"""Reading a stored record: the hardware it was measured on, as the estimators see it.
+"""Reading a stored record: the hardware it was measured on, as the estimators see it,
+and the group that keeps it together across a split.
 
-Kept in one place so that every reader (the GNN's dataset, the kernel model's table)
-gives a record the same hardware.
+Kept in one place so that every reader (the GNN's dataset, the kernel model's table, the
+splits) gives a record the same hardware and group.
 """
 
 from __future__ import annotations
@@ -59,3 +60,11 @@ def record_hardware(record: RecordLine | Mapping[str, Any], serial: SerialFigure
     return hw
 
 
+def split_group(record: Mapping[str, Any]) -> str:
+    """What keeps records together across a split: the model's operator graph.
+
+    The graph id ignores weights, so two seeds that draw the same shape (the ``hf-*``
+    families have few shapes) share a group; the ONNX hash would tell them apart and
+    let one architecture leak from training into test.
+    """
+    return str(record.get("onnx_graph_id") or record.get("onnx_sha256") or record["model_id"])
