@@ -429,10 +429,16 @@ def test_packs_spare_a_fresh_clone_the_encoding_and_give_the_same_items(
     assert main(["dataset", "pack", "--root", str(clone)]) == 0
     assert {p: p.read_bytes() for p in before} == before
     assert len(list((clone / "packs").iterdir())) == len(before) + 1
-    # what is not a pack: one line
+    # a file that is not a pack: named in a warning, its records encoded, and replaced
+    # by the next pack (it must not stop training, nor the packing that mends it)
     (clone / "packs" / "pack-0009.pack").write_bytes(b"not a pack")
-    with pytest.raises(DatasetError, match="is not a dataset pack"):
-        LatencyDataset(clone, force_reload=True)
+    encoded.clear()
+    with pytest.warns(UserWarning, match="pack-0009.pack is not a readable dataset pack"):
+        _same_items(LatencyDataset(full), LatencyDataset(clone, force_reload=True))
+    assert encoded == []  # the readable packs hold every record
+    with pytest.warns(UserWarning, match="pack-0009.pack"):
+        assert main(["dataset", "pack", "--root", str(clone)]) == 0
+    assert not (clone / "packs" / "pack-0009.pack").exists()
 
 
 # -- one convention for dataset folders -----------------------------------------------------

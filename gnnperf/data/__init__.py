@@ -13,7 +13,8 @@ Modules, in the order data flows: :mod:`.encoding` (a record and its kernel grap
 ``Data``), :mod:`.dataset` (the folder as an ``InMemoryDataset``, cached per content
 fingerprint), :mod:`.splits` (which records train, validate and test), :mod:`.scaling`
 (normalisation fitted on training graphs), :mod:`.stats` (counts and noise floors) and
-:mod:`.pack` (a processed dataset in one small file, for a machine without the shards).
+:mod:`.pack` (encoded records shipped beside the shards, so a fresh clone need not
+encode them).
 """
 
 from __future__ import annotations

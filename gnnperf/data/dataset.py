@@ -17,7 +17,7 @@ from tqdm import tqdm
 from gnnperf.atomic import atomic_path
 from gnnperf.collect.graph_traces import join_traces
 from gnnperf.data.encoding import record_to_data, with_hardware
-from gnnperf.data.pack import PackedItems
+from gnnperf.data.pack import PackedItems, encoding_version
 from gnnperf.errors import DatasetError, one_line
 from gnnperf.estimators.kernel.dataset import CandidateMemo, tuned_candidates
 from gnnperf.features import KernelGraph
@@ -43,10 +43,12 @@ GRAPH_KINDS = ("kernel", "onnx")
 
 
 def _kernel_graphs(shards_dir: Path, ids: AbstractSet[str] | None = None
-                   ) -> dict[str, Any]:
+                   ) -> tuple[dict[str, Any], set[str]]:
     """Kernel graphs by graph id, with the schedule traces added to them since (of ``ids``
-    only, if given: the text of other graph lines, most of a shard, is never parsed)."""
+    only, if given: the text of other graph lines, most of a shard, is never parsed), and
+    the ids of every stored graph."""
     kinds = kind_filter(("graph", "graph_traces"))
+    stored: set[str] = set()
 
     def keep(line: str) -> bool:
         if not kinds(line):
@@ -55,7 +57,9 @@ def _kernel_graphs(shards_dir: Path, ids: AbstractSet[str] | None = None
             return True  # traces, and lines written otherwise
         # a writer's line ends with its own graph_id, after the graph
         at = line.rfind('"graph_id":"') + len('"graph_id":"')
-        return line[at:line.find('"', at)] in ids
+        gid = line[at:line.find('"', at)]
+        stored.add(gid)
+        return gid in ids
 
     graphs: dict[str, Any] = {}
     traces: list[dict[str, Any]] = []
@@ -65,10 +69,12 @@ def _kernel_graphs(shards_dir: Path, ids: AbstractSet[str] | None = None
                     disable=None):
         if obj["kind"] == "graph_traces":
             traces.append(obj)
-        elif obj["kind"] == "graph" and (ids is None or obj["graph_id"] in ids):
-            graphs[obj["graph_id"]] = obj["graph"]
+        elif obj["kind"] == "graph":
+            stored.add(obj["graph_id"])
+            if ids is None or obj["graph_id"] in ids:
+                graphs[obj["graph_id"]] = obj["graph"]
     join_traces(graphs, traces)
-    return graphs
+    return graphs, stored
 
 
 def _records_and_graphs(shards_dir: Path, kind: str = "kernel"
@@ -76,7 +82,7 @@ def _records_and_graphs(shards_dir: Path, kind: str = "kernel"
     """Records, and the graphs each one is encoded from, keyed by graph id (operator graphs
     also by the model id of the record that first wrote them, for older records)."""
     if kind == "kernel":
-        return latest_records(shards_dir), _kernel_graphs(shards_dir)
+        return latest_records(shards_dir), _kernel_graphs(shards_dir)[0]
     graphs: dict[str, Any] = {}
     structural: dict[str, str] = {}
     for obj in iter_lines(shards_dir, kinds=("onnx_graph",)):
@@ -200,8 +206,10 @@ class LatencyDataset(InMemoryDataset):
 
     @property
     def processed_file_names(self) -> list[str]:
+        # the encoding code too: items encoded by other code are never read back (nor
+        # packed from); the fingerprint, which checkpoints match on, is the data's alone
         suffix = "" if self.graph_kind == "kernel" else f"-{self.graph_kind}"
-        return [f"data-{self._fingerprint}{suffix}.pt"]
+        return [f"data-{self._fingerprint}-{encoding_version()[:8]}{suffix}.pt"]
 
     @property
     def fingerprint(self) -> str:
@@ -236,9 +244,11 @@ class LatencyDataset(InMemoryDataset):
                    for rec, t in zip(records, tuned, strict=True)]
         packed = PackedItems(self.folder.packs)
         reused = [(rec["key"], d) in packed for rec, d in zip(records, digests, strict=True)]
-        graphs = _kernel_graphs(shards, {rec["graph_id"] for rec, r in zip(records, reused,
-                                                                           strict=True)
-                                         if not r})
+        graphs, stored = _kernel_graphs(
+            shards, {rec["graph_id"] for rec, r in zip(records, reused, strict=True) if not r})
+        # a record is encoded only with its kernel graph stored, packed or not
+        reused = [r and rec["graph_id"] in stored
+                  for rec, r in zip(records, reused, strict=True)]
         todo = [i for i, r in enumerate(reused)
                 if not r and records[i]["graph_id"] in graphs]
         encodable = sorted([i for i, r in enumerate(reused) if r] + todo)
@@ -290,8 +300,10 @@ class LatencyDataset(InMemoryDataset):
         return items
 
     def _prune_stale_caches(self, keep: Path) -> None:
-        """Caches of older shard contents (same graph kind) are never read again."""
-        pattern = re.compile(r"data-[0-9a-f]{16}" + re.escape(keep.name[len("data-") + 16:]))
+        """Caches of older shard contents or encoding code (same graph kind) are never
+        read again."""
+        suffix = "" if self.graph_kind == "kernel" else f"-{self.graph_kind}"
+        pattern = re.compile(r"data-[0-9a-f]{16}(-[0-9a-f]{8})?" + re.escape(f"{suffix}.pt"))
         for path in keep.parent.glob("data-*.pt"):
             if path != keep and pattern.fullmatch(path.name):
                 path.unlink(missing_ok=True)

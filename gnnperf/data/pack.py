@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import warnings
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,7 @@ from torch_geometric.data.separate import separate
 
 from gnnperf.atomic import write_bytes
 from gnnperf.errors import DatasetError, one_line
+from gnnperf.features.cache import code_version
 from gnnperf.features.schema import schema_digest
 
 if TYPE_CHECKING:
@@ -42,22 +44,20 @@ if TYPE_CHECKING:
 
 #: the float tables a pack stores once per distinct row
 DEDUPLICATED = ("x", "x_kernel", "x_candidates")
-_MAGIC = b"gnnperf-pack-2\n"
+_MAGIC = b"gnnperf-pack-2\n"  # then the encoding version and a newline, then the tables
 PACK_GLOB = "pack-[0-9][0-9][0-9][0-9].pack"
 _PACKAGE = Path(__file__).resolve().parents[1]
-#: what turns a stored record and graph into an item (beside the feature schema)
-_ENCODING_SOURCES = (
-    *sorted(f"features/{p.name}" for p in (_PACKAGE / "features").glob("*.py")),
-    "data/dataset.py", "data/encoding.py",
-    "estimators/kernel/dataset.py", "hardware/spec.py", "store/records.py",
-    "store/shards.py", "collect/graph_traces.py",
-)
+#: what turns a stored record and graph into an item, beside the feature code, the TVM
+#: version (:func:`gnnperf.features.cache.code_version`) and the feature schema
+_ENCODING_SOURCES = ("data/dataset.py", "data/encoding.py", "estimators/kernel/dataset.py",
+                     "hardware/spec.py", "lowering/build_config.py", "store/records.py",
+                     "store/shards.py", "collect/graph_traces.py")
 
 
 def encoding_version() -> str:
-    """Hash of the code that encodes items and of the feature schema: items encoded by
-    other code are never taken from a pack."""
-    h = hashlib.sha256(schema_digest().encode())
+    """Hash of the code that encodes items: items encoded by other code are never taken
+    from a pack (nor from a processed cache)."""
+    h = hashlib.sha256(f"{code_version()}|{schema_digest()}".encode())
     for name in _ENCODING_SOURCES:
         h.update((_PACKAGE / name).read_bytes())
     return h.hexdigest()[:16]
@@ -67,44 +67,46 @@ def pack_paths(folder: Path) -> list[Path]:
     return sorted(folder.glob(PACK_GLOB)) if folder.is_dir() else []
 
 
-def _read(path: Path) -> dict[str, Any]:
-    """One pack file's contents, tables expanded; a one-line error for anything else."""
+def _read(path: Path, version: str) -> dict[str, Any] | None:
+    """One pack's tables, as written; None for a pack of other encoding code. A file that
+    is not a readable pack is named in a warning and treated as stale (the next ``gnnperf
+    dataset pack`` replaces it): it must not stop training, nor the packing that mends it."""
     try:
         blob = path.read_bytes()
-    except OSError as exc:
-        raise DatasetError(f"cannot read the pack {path}: {one_line(exc)}") from None
-    if not blob.startswith(_MAGIC):
-        raise DatasetError(f"{path} is not a dataset pack (write one with "
-                           "`gnnperf dataset pack`)")
-    try:
-        packed = torch.load(io.BytesIO(zlib.decompress(blob[len(_MAGIC):])),
-                            weights_only=True)
+        if not blob.startswith(_MAGIC):
+            raise ValueError("not a dataset pack")
+        header_end = blob.index(b"\n", len(_MAGIC))
+        if blob[len(_MAGIC):header_end].decode() != version:
+            return None
+        return torch.load(io.BytesIO(zlib.decompress(blob[header_end + 1:])),
+                          weights_only=True)
     except Exception as exc:
-        raise DatasetError(f"the pack {path} is damaged: {one_line(exc)}") from None
-    data = packed["data"]
-    for name in DEDUPLICATED:
-        data[name] = data[name]["rows"][data[name]["index"].long()]
-    packed["data"] = Data.from_dict(data)
-    return packed
+        warnings.warn(f"{path} is not a readable dataset pack ({one_line(exc)}): its "
+                      "records are encoded instead; `gnnperf dataset pack` replaces it",
+                      stacklevel=2)
+        return None
 
 
 class PackedItems:
-    """The items of a folder's packs encoded by this code, by (record key, digest)."""
+    """The items of a folder's packs encoded by this code, by (record key, digest). The
+    deduplicated tables stay deduplicated until an item is taken."""
 
     def __init__(self, folder: Path) -> None:
-        self._packs: list[dict[str, Any]] = []
+        self._packs: list[tuple[Data, dict[str, Any], dict[str, Any]]] = []
         self._where: dict[tuple[str, str], tuple[int, int]] = {}
-        #: packs of other encoding code: never read, replaced by the next ``pack``
+        #: packs of other encoding code or unreadable: replaced by the next ``pack``
         self.stale: list[Path] = []
         version = encoding_version()
         for path in pack_paths(folder):
-            packed = _read(path)
-            if packed["version"] != version:
+            packed = _read(path, version)
+            if packed is None:
                 self.stale.append(path)
                 continue
-            self._packs.append(packed)
             data = packed["data"]
-            for i, key_digest in enumerate(zip(data.key, data.digest, strict=True)):
+            tables = {name: data.pop(name) for name in DEDUPLICATED}
+            rest = Data.from_dict(data)
+            self._packs.append((rest, packed["slices"], tables))
+            for i, key_digest in enumerate(zip(rest.key, rest.digest, strict=True)):
                 self._where[key_digest] = (len(self._packs) - 1, i)
 
     def __contains__(self, key_digest: tuple[str, str]) -> bool:
@@ -114,11 +116,14 @@ class PackedItems:
         return len(self._where)
 
     def get(self, key: str, digest: str) -> Data:
-        """A copy of the item of record ``key`` encoded from what ``digest`` names."""
+        """The item of record ``key`` encoded from what ``digest`` names (its own tensors)."""
         pack, index = self._where[(key, digest)]
-        packed = self._packs[pack]
-        return separate(cls=Data, batch=packed["data"], idx=index,
-                        slice_dict=packed["slices"], decrement=False)
+        rest, slices, tables = self._packs[pack]
+        item = separate(cls=Data, batch=rest, idx=index, slice_dict=slices, decrement=False)
+        for name, table in tables.items():
+            start, end = int(slices[name][index]), int(slices[name][index + 1])
+            item[name] = table["rows"][table["index"][start:end].long()]
+        return item
 
 
 @dataclass
@@ -146,25 +151,27 @@ def _write(items: list[Data], path: Path) -> dict[str, tuple[int, int]]:
         rows[name] = (len(index), len(distinct))
         stored[name] = {"rows": distinct, "index": index.to(torch.int32)}
     buffer = io.BytesIO()
-    torch.save({"version": encoding_version(), "data": stored, "slices": dict(slices)},
-               buffer)
-    write_bytes(path, _MAGIC + zlib.compress(buffer.getvalue(), 6))
+    torch.save({"data": stored, "slices": dict(slices)}, buffer)
+    write_bytes(path, _MAGIC + encoding_version().encode() + b"\n"
+                + zlib.compress(buffer.getvalue(), 6))
     return rows
 
 
 def pack(dataset: LatencyDataset) -> PackSummary:
-    """Add the items of ``dataset`` (a kernel-graph dataset) that its folder's packs do not
-    hold to a new pack there; with other encoding code, replace every pack by one."""
+    """Add the items of ``dataset`` (a kernel-graph dataset, whose processed cache is
+    keyed by this encoding code too) that its folder's packs do not hold to a new pack
+    there; packs of other encoding code, or unreadable, are replaced by it."""
     if dataset.graph_kind != "kernel":
         raise DatasetError("only kernel-graph datasets are packed")
     folder = dataset.folder.packs
     held = PackedItems(folder)
     items = [item for item in dataset if (item.key, item.digest) not in held]
-    if not items:
-        return PackSummary(None, 0, len(held), 0.0, {})
-    numbers = [int(p.stem.split("-")[1]) for p in pack_paths(folder)]
-    path = folder / f"pack-{max(numbers, default=0) + 1:04d}.pack"
-    rows = _write(items, path)
-    for stale in held.stale:  # only once the new pack is written
+    summary = PackSummary(None, 0, len(held), 0.0, {})
+    if items:
+        numbers = [int(p.stem.split("-")[1]) for p in pack_paths(folder)]
+        path = folder / f"pack-{max(numbers, default=0) + 1:04d}.pack"
+        summary = PackSummary(path, len(items), len(held), 0.0, _write(items, path))
+        summary.pack_mb = path.stat().st_size / 1e6
+    for stale in held.stale:  # only once what they held is in a pack again
         stale.unlink()
-    return PackSummary(path, len(items), len(held), path.stat().st_size / 1e6, rows)
+    return summary

@@ -25,8 +25,8 @@ class Timing(TypedDict):
     """A label: median and spread over the repeats after warm-up."""
 
     median_ms: float
-    samples_ms: list[float]
-    cv: float
+    samples_ms: NotRequired[list[float]]
+    cv: NotRequired[float]
     iqr_ms: NotRequired[float]
 
 
@@ -43,10 +43,10 @@ class HardwareFields(TypedDict):
     cores: int
     peak_gflops: float
     mem_bw_gbs: float
-    host: str
-    l1d_kb: NotRequired[int]
-    l2_kb: NotRequired[int]
-    l3_kb: NotRequired[int]
+    l1d_kb: int
+    l2_kb: int
+    l3_kb: int
+    host: NotRequired[str]
     extra: NotRequired[dict[str, Any]]
     signature: NotRequired[dict[str, Any] | None]
     reference_ms: NotRequired[dict[str, float] | None]
@@ -103,7 +103,7 @@ class RemeasureLine(TypedDict):
     model_id: str
     whole: Timing
     created_at: float
-    first_created_at: float
+    first_created_at: NotRequired[float]
     scheduled_kernels: NotRequired[int]
     other_load: NotRequired[float]
     attempts: NotRequired[int]
@@ -226,7 +226,7 @@ class KernelRemeasureLine(TypedDict):
     key: str
     latency: Timing
     created_at: float
-    first_created_at: float
+    first_created_at: NotRequired[float]
     slowdown: NotRequired[float | None]
     reference: NotRequired[Reference | None]
     other_load: NotRequired[float]

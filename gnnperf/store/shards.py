@@ -150,10 +150,12 @@ def kind_filter(kinds: Collection[str]) -> Callable[[str], bool]:
 
     Why: most of a shard's text is its few big ``graph`` lines, and a reader of records
     need not parse them (reading the records of 5k labels took 11 s parsing everything).
-    A writer's compact JSON names its kind as ``"kind":"record"``; a line written
-    otherwise (``"kind": "record"``) is passed on to be parsed, so none is lost."""
+    A writer's compact JSON names its kind as ``"kind":"record"``; a line without any
+    compact kind (``"kind": "record"``, hand-written) is passed on to be parsed, so none
+    is lost."""
     compact = tuple(f'"kind":"{kind}"' for kind in kinds)
-    return lambda line: any(c in line for c in compact) or '"kind": ' in line
+    # a line whose kinds are all written otherwise is parsed to find out
+    return lambda line: any(c in line for c in compact) or '"kind":"' not in line
 
 
 def iter_lines(root: str | os.PathLike[str], kinds: Collection[str] | None = None

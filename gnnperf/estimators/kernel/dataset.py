@@ -209,9 +209,10 @@ def _records_statics(records: list[KernelRecordLine], workloads: dict[str, Any],
                      ) -> list[tuple[KernelRecordLine, KernelStatics]]:
     """Each record of one shard (every one's workload known; those ``keep`` accepts only,
     if given) with its analyses: the ones the collector stored when a sample of the
-    shard's records, replayed with the code of today, comes out the same (the first and
-    every VERIFY_EVERY-th record of ``records``, whatever ``keep`` says, so a record gets
-    the same analyses however many others are asked for), else replayed (~8 ms each)."""
+    shard's records, replayed with the code of today, comes out the same, else replayed
+    (~8 ms each). The sample is a property of each record (:func:`_checks_analyses`), not
+    of which others are read, so a record gets the same analyses however many others are
+    asked for (the readers of :func:`_read_shards` always parse the sample)."""
     from tvm.s_tir.meta_schedule.database import Workload
 
     def replayed(rec: KernelRecordLine) -> KernelStatics:
@@ -221,7 +222,8 @@ def _records_statics(records: list[KernelRecordLine], workloads: dict[str, Any],
         return _replayed_statics(rec, parsed[wid])
 
     stored = [_stored_statics(rec) for rec in records]
-    checked = [i for i, st in enumerate(stored) if st is not None][::VERIFY_EVERY]
+    checked = [i for i, st in enumerate(stored)
+               if st is not None and _checks_analyses(records[i]["key"])]
     trusted = all(_same_statics(replayed(records[i]), stored[i])  # type: ignore[arg-type]
                   for i in checked)
     return [(rec, st if st is not None and trusted else replayed(rec))
@@ -246,14 +248,22 @@ def _shard_rows(records: list[KernelRecordLine], workloads: dict[str, Any],
 
 _WORKLOAD_ID = re.compile(r'"workload_id":"([^"]+)"')
 _HW_ID = re.compile(r'"hw_id":"([^"]+)"')
+_KEY = re.compile(r'"key":"([^"]+)"')
+
+
+def _checks_analyses(key: str) -> bool:
+    """Whether the kernel record ``key`` is in the sample (1 in :data:`VERIFY_EVERY`)
+    whose stored analyses are replayed to decide if its shard's are still trusted."""
+    return int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) % VERIFY_EVERY == 0
 
 
 def _read_shards(folder: DatasetFolder, progress: bool = True,
                  needed: AbstractSet[tuple[str, str]] | None = None
                  ) -> tuple[dict[str, Any], dict[Path, list[KernelRecordLine]]]:
     """(MetaSchedule workload JSON by workload id, each kernel shard's records); with
-    ``needed``, only the workloads and records of those (workload id, hardware id) pairs
-    are parsed (most of a cold load is parsing records no tuned record reads)."""
+    ``needed``, only the records of those (workload id, hardware id) pairs are parsed
+    (most of a cold load is parsing records no tuned record reads), with every workload
+    and every record of the analyses check sample (:func:`_checks_analyses`)."""
     workloads: dict[str, Any] = {}
     by_shard: dict[Path, list[KernelRecordLine]] = {}
     keep = None
@@ -261,9 +271,14 @@ def _read_shards(folder: DatasetFolder, progress: bool = True,
         wanted = {w for w, _ in needed}
 
         def keep(line: str) -> bool:
+            if '"kind":"kernel_record"' not in line:
+                return True  # workloads, and small lines of other kinds
+            key = _KEY.search(line)
+            if key is not None and _checks_analyses(key.group(1)):
+                return True
             workload = _WORKLOAD_ID.search(line)
             if workload is None or workload.group(1) not in wanted:
-                return workload is None  # lines of other kinds are small: keep them
+                return workload is None
             hw = _HW_ID.search(line)
             return hw is None or (workload.group(1), hw.group(1)) in needed
 
