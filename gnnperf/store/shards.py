@@ -29,6 +29,7 @@ import gzip
 import hashlib
 import json
 import os
+import re
 from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any, cast
@@ -145,17 +146,20 @@ def shard_paths(root: str | os.PathLike[str]) -> list[Path]:
     return sorted(p for p in root.glob(SHARD_GLOB) if not p.name.startswith("."))
 
 
+_LOOSE_KIND = re.compile(r'"kind"(?:\s+:|:\s+")')
+
+
 def kind_filter(kinds: Collection[str]) -> Callable[[str], bool]:
     """A test on a line's raw text that passes every line of ``kinds``, and few others.
 
     Why: most of a shard's text is its few big ``graph`` lines, and a reader of records
     need not parse them (reading the records of 5k labels took 11 s parsing everything).
-    A writer's compact JSON names its kind as ``"kind":"record"``; a line without any
-    compact kind (``"kind": "record"``, hand-written) is passed on to be parsed, so none
-    is lost."""
+    A writer's compact JSON names its kind as ``"kind":"record"``; a line that spells a
+    kind otherwise (``"kind" : "record"``, a hand edit) is passed on to be parsed (and
+    refused if its checksum fails), so none is lost."""
     compact = tuple(f'"kind":"{kind}"' for kind in kinds)
-    # a line whose kinds are all written otherwise is parsed to find out
-    return lambda line: any(c in line for c in compact) or '"kind":"' not in line
+    return lambda line: (any(c in line for c in compact) or '"kind":"' not in line
+                         or _LOOSE_KIND.search(line) is not None)
 
 
 def iter_lines(root: str | os.PathLike[str], kinds: Collection[str] | None = None

@@ -203,16 +203,25 @@ def _code_fingerprint() -> str:
 _ARRAYS = ("x", "log_ms", "workload", "hw_id", "unscheduled")
 
 
+def _check_sample(shard: list[KernelRecordLine]) -> set[str]:
+    """The keys of a shard's records whose stored analyses are replayed to decide whether
+    the shard's are still trusted: its first record and 1 in :data:`VERIFY_EVERY` by key
+    (:func:`_checks_analyses`). Both are properties of the shard, not of which of its
+    records a reader asked for, and :func:`_read_shards` always parses them."""
+    if not shard:
+        return set()
+    return {shard[0]["key"]} | {r["key"] for r in shard if _checks_analyses(r["key"])}
+
+
 def _records_statics(records: list[KernelRecordLine], workloads: dict[str, Any],
-                     parsed: dict[str, Any],
+                     parsed: dict[str, Any], check: set[str],
                      keep: Callable[[KernelRecordLine], bool] | None = None
                      ) -> list[tuple[KernelRecordLine, KernelStatics]]:
     """Each record of one shard (every one's workload known; those ``keep`` accepts only,
-    if given) with its analyses: the ones the collector stored when a sample of the
-    shard's records, replayed with the code of today, comes out the same, else replayed
-    (~8 ms each). The sample is a property of each record (:func:`_checks_analyses`), not
-    of which others are read, so a record gets the same analyses however many others are
-    asked for (the readers of :func:`_read_shards` always parse the sample)."""
+    if given) with its analyses: the ones the collector stored when the shard's sample
+    (``check``, :func:`_check_sample`), replayed with the code of today, comes out the
+    same, else replayed (~8 ms each); so a record gets the same analyses however many
+    others are asked for."""
     from tvm.s_tir.meta_schedule.database import Workload
 
     def replayed(rec: KernelRecordLine) -> KernelStatics:
@@ -222,8 +231,7 @@ def _records_statics(records: list[KernelRecordLine], workloads: dict[str, Any],
         return _replayed_statics(rec, parsed[wid])
 
     stored = [_stored_statics(rec) for rec in records]
-    checked = [i for i, st in enumerate(stored)
-               if st is not None and _checks_analyses(records[i]["key"])]
+    checked = [i for i, st in enumerate(stored) if st is not None and records[i]["key"] in check]
     trusted = all(_same_statics(replayed(records[i]), stored[i])  # type: ignore[arg-type]
                   for i in checked)
     return [(rec, st if st is not None and trusted else replayed(rec))
@@ -235,7 +243,8 @@ def _shard_rows(records: list[KernelRecordLine], workloads: dict[str, Any],
     """The table's arrays for the records of one shard (those whose workload is known: a
     record's workload line may have been lost with a killed writer)."""
     kept = [rec for rec in records if rec["workload_id"] in workloads]
-    rows = [_row(rec, st) for rec, st in _records_statics(kept, workloads, parsed)]
+    rows = [_row(rec, st)
+            for rec, st in _records_statics(kept, workloads, parsed, _check_sample(records))]
     return {
         "x": np.asarray(rows, dtype=np.float32).reshape(len(rows), len(kernel_feature_names())),
         "log_ms": np.log(np.asarray([r["latency"]["median_ms"] for r in kept],
@@ -267,12 +276,16 @@ def _read_shards(folder: DatasetFolder, progress: bool = True,
     workloads: dict[str, Any] = {}
     by_shard: dict[Path, list[KernelRecordLine]] = {}
     keep = None
+    first = [True]  # the shard's first kernel record is yet to come
     if needed is not None:
         wanted = {w for w, _ in needed}
 
         def keep(line: str) -> bool:
             if '"kind":"kernel_record"' not in line:
                 return True  # workloads, and small lines of other kinds
+            if first[0]:
+                first[0] = False
+                return True
             key = _KEY.search(line)
             if key is not None and _checks_analyses(key.group(1)):
                 return True
@@ -287,6 +300,7 @@ def _read_shards(folder: DatasetFolder, progress: bool = True,
                      disable=None if progress else True,
                      mininterval=1.0):
         by_shard[path] = []
+        first[0] = True
         for o in iter_shard(path, keep):
             if o.get("kind") == "kernel_workload":
                 workloads[o["workload_id"]] = o["ms_workload"]
@@ -372,7 +386,8 @@ def tuned_candidates(root: str | os.PathLike[str] | DatasetFolder | None = None,
     for records in by_shard.values():
         sampled = [r for r in records
                    if r["schedule"] != "unscheduled" and r["workload_id"] in workloads]
-        for rec, statics in _records_statics(sampled, workloads, parsed, used):
+        for rec, statics in _records_statics(sampled, workloads, parsed,
+                                             _check_sample(records), used):
             out.setdefault((rec["workload_id"], rec["hw_id"]), []).append(
                 {"features": statics.candidate_features(), "trace": _ms_record(rec)[0]})
     return out
