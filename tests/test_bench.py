@@ -464,24 +464,33 @@ def test_stored_runs_round_trip(tmp_path: Path) -> None:
     assert ResultStore(tmp_path, "data", "cfg").load(r.run).provenance == r.provenance
 
 
-@pytest.mark.parametrize("command", [["-m", "gnnperf.bench"], ["-m", "gnnperf", "bench"]])
-def test_bench_command_line_reports_bad_input_in_one_line(command: list[str],
-                                                          tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, *command, "--quick", "--root", str(tmp_path),
-                           "--out", str(tmp_path / "out")],
+def test_bench_command_line_reports_bad_input_in_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # ``python -m gnnperf.bench`` (its own entry point, in a fresh interpreter) ...
+    proc = subprocess.run([sys.executable, "-m", "gnnperf.bench", "--quick", "--root",
+                           str(tmp_path), "--out", str(tmp_path / "out")],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and "no dataset shards" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "out" / "report.json").exists()
+    # ... and ``gnnperf bench`` (in this process: the same parser and handler)
+    from gnnperf.cli import main
+
+    assert main(["bench", "--quick", "--root", str(tmp_path), "--out",
+                 str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "no dataset shards" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "out" / "report.json").exists()
 
 
-def test_bench_rejects_a_job_count_below_one(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "gnnperf", "bench", "--jobs", "0",
-                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and "--jobs" in proc.stderr
+def test_bench_rejects_a_job_count_below_one(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from gnnperf.cli import main
 
+    assert main(["bench", "--jobs", "0", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.splitlines() == [err] and "--jobs" in err and "Traceback" not in err
 
 
 def test_the_kernel_model_hides_only_workloads_no_training_model_has() -> None:

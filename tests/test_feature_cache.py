@@ -120,10 +120,8 @@ def test_a_cached_schedule_replays_into_the_same_kernels(
     monkeypatch.setenv("GNNPERF_CACHE_DIR", str(tmp_path))
     model = zoo.export_onnx(zoo.tiny_spec("mobilenet"))
     hw = HardwareSpec.from_id("local/x86-64-v3/2t")
-    monkeypatch.setenv("GNNPERF_FEATURE_CACHE", "0")
-    sampled = lower_onnx(model, hw, "sampled:1")
     monkeypatch.setenv("GNNPERF_FEATURE_CACHE", "1")
-    lower_onnx(model, hw, "sampled:1")  # stores the traces
+    sampled = lower_onnx(model, hw, "sampled:1")  # an empty cache: sampled, traces stored
     cache = feature_cache.default_cache()
     assert cache is not None
     stored = cache._db().execute("SELECT COUNT(*) FROM entries WHERE tab='schedule'").fetchone()
