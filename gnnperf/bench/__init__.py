@@ -173,7 +173,7 @@ def build_report(results: list[SplitResult], views: dict[str, View], runs: list[
                     f"{r.run.name}/{method}")
     return {
         "dataset": ds.fingerprint, "command": command, "last_call": call, "records": len(ds),
-        "tested_records": int(sum(bool(v) for v in ds._data.v2)),
+        "tested_records": int(sum(bool(d.v2) for d in ds.record_ids())),
         "cpu": cpu,
         "config": cfg.to_dict(), "config_fingerprint": cfg.fingerprint(),
         "budget_rule": cfg.rule.line(),

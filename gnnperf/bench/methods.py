@@ -171,8 +171,8 @@ def run_split(ds: LatencyDataset, ds_onnx: LatencyDataset, run: SplitRun, cfg: B
     start = time.time()
     train_idx, val_idx, test_idx = split_indices(ds, run.kind, seed=run.seed,
                                                  holdout=run.holdout)
-    test_idx, note = drop_untrained_builds([str(b) for b in ds._data.build], train_idx,
-                                           test_idx)
+    test_idx, note = drop_untrained_builds([str(d.build) for d in ds.record_ids()],
+                                           train_idx, test_idx)
     notes = [note] if note else []
     indices = (train_idx, val_idx, test_idx)
     graphs = [ds[i] for i in range(len(ds))]

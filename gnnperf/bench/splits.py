@@ -54,10 +54,10 @@ def plan_runs(ds: LatencyDataset, cfg: BenchConfig
     where it has some; a CPU is held out only when another CPU's records remain to
     train on (legacy ones count: the held-out CPU never appears in training).
     """
-    store = ds._data
-    v2 = np.array([bool(v) for v in store.v2])
-    families = np.array([str(f) for f in store.family])
-    hosts = np.array([host_of(str(h)) for h in store.hw_id])
+    ids = ds.record_ids()
+    v2 = np.array([bool(d.v2) for d in ids])
+    families = np.array([str(d.family) for d in ids])
+    hosts = np.array([host_of(str(d.hw_id)) for d in ids])
     generated = np.array([f in zoo.FAMILIES for f in families])
     runs: list[SplitRun] = []
     skipped: dict[str, str] = {}

@@ -17,7 +17,7 @@ from typing import Any
 from gnnperf.atomic import write_text
 from gnnperf.errors import GnnperfError
 from gnnperf.estimators.types import default_checkpoint
-from gnnperf.hardware.spec import _cache_dir
+from gnnperf.hardware.spec import cache_dir
 from gnnperf.lowering.build_config import BuildConfig
 
 #: calibrating on fewer models than this leaves the spread unknown
@@ -142,7 +142,7 @@ class Calibration:
 
 
 def _store_path() -> Path:
-    return _cache_dir() / "calibration.json"
+    return cache_dir() / "calibration.json"
 
 
 def _read_store() -> dict[str, dict[str, Any]]:

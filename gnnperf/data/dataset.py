@@ -218,6 +218,16 @@ class LatencyDataset(InMemoryDataset):
     def download(self) -> None:
         raise DatasetError(f"no dataset shards under {self.raw_dir}")
 
+    def record_ids(self) -> list[Data]:
+        """Each item's ids and flags (model, family, hardware id, group, v2, build), in
+        order, without its graphs: what splits and bookkeeping read, at no cost of
+        materialising thousands of graphs."""
+        store = self._data
+        return [Data(model_id=store.model_id[i], family=store.family[i],
+                     hw_id=store.hw_id[i], group=store.group[i], v2=bool(store.v2[i]),
+                     build=store.build[i])
+                for i in self.indices()]
+
     def process(self) -> None:
         items = (self._encode_kernel_graphs() if self.graph_kind == "kernel"
                  else self._encode_onnx_graphs())

@@ -152,14 +152,8 @@ def calibration_mask(val: Sequence[Data], legacy_in_test: bool = False) -> np.nd
 
 def _iter(dataset: Sequence[Data] | InMemoryDataset) -> Iterable[Data]:
     """Light views (ids only) of every item, without materialising the graphs."""
-    if isinstance(dataset, InMemoryDataset):
-        store = dataset._data
-        for i in dataset.indices():
-            yield Data(model_id=store.model_id[i], family=store.family[i],
-                       hw_id=store.hw_id[i], group=store.group[i], v2=bool(store.v2[i]),
-                       build=store.build[i])
-    else:
-        yield from dataset
+    record_ids = getattr(dataset, "record_ids", None)  # a LatencyDataset's
+    return record_ids() if record_ids is not None else iter(dataset)
 
 
 def _validation_strata(rows: Sequence[Data], groups: Sequence[str]) -> dict[str, str]:

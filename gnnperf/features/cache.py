@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from gnnperf import __version__
-from gnnperf.hardware.spec import _cache_dir
+from gnnperf.hardware.spec import cache_dir
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 #: Modules whose code decides what is cached; editing one invalidates every entry.
@@ -136,7 +136,7 @@ def default_cache() -> FeatureCache | None:
     ``GNNPERF_FEATURE_CACHE=0``."""
     if os.environ.get("GNNPERF_FEATURE_CACHE", "1") == "0":
         return None
-    path = str(_cache_dir() / "features.sqlite")
+    path = str(cache_dir() / "features.sqlite")
     if path not in _CACHES:
         _CACHES[path] = FeatureCache(path)
     return _CACHES[path]

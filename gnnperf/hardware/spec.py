@@ -43,7 +43,9 @@ ISA_LEVELS: dict[str, tuple[tuple[str, ...], int]] = {
 REFERENCE_KERNELS: tuple[str, ...] = ("gemm", "stream", "chain")
 
 
-def _cache_dir() -> Path:
+def cache_dir() -> Path:
+    """Where this machine's measured figures, reference libraries, feature cache and
+    calibrations live (``GNNPERF_CACHE_DIR``, else ``~/.cache/gnnperf``)."""
     root = os.environ.get("GNNPERF_CACHE_DIR") or Path.home() / ".cache" / "gnnperf"
     return Path(root)
 
@@ -454,7 +456,7 @@ def cached_figures(table: str, key: str, measure: Callable[[], Any],
                    remeasure: bool = False) -> Any:
     """``key`` of the machine-figure table ``table``.json in the user's cache folder;
     ``measure()`` fills it on a miss (or with ``remeasure``), so figures are taken once."""
-    cache = _cache_dir() / f"{table}.json"
+    cache = cache_dir() / f"{table}.json"
     try:
         figures = json.loads(cache.read_text())
     except (OSError, json.JSONDecodeError):

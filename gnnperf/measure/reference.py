@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gnnperf.hardware.spec import REFERENCE_KERNELS, HardwareSpec, _cache_dir
+from gnnperf.hardware.spec import REFERENCE_KERNELS, HardwareSpec, cache_dir
 
 if TYPE_CHECKING:
     import tvm
@@ -129,7 +129,7 @@ def reference_library(hw: HardwareSpec) -> Path:
     ``tvm.compile`` with its generic pipeline is used on purpose: it does not fuse, so
     the chain stays 32 separate kernel calls.
     """
-    path = (_cache_dir() / "reference"
+    path = (cache_dir() / "reference"
             / f"v{SUITE_VERSION}-{hw.cpu_id}-{hw.isa}-{hw.cores}c.so")
     if path.is_file():
         return path

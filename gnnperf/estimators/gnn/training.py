@@ -397,8 +397,8 @@ def trained_cpu_ids(dataset: LatencyDataset, indices: list[int]) -> list[str]:
     """The CPU signature ids of the training records measured under v2 (any other CPU is
     predicted at 0 shots with the unseen-CPU prior). Records from before v2 carry a tag
     (``local``, ``amd-epyc``), not a signature id, so their CPUs count as unseen."""
-    store = dataset._data
-    return sorted({host_of(str(store.hw_id[i])) for i in indices if bool(store.v2[i])})
+    ids = dataset.record_ids()
+    return sorted({host_of(str(ids[i].hw_id)) for i in indices if bool(ids[i].v2)})
 
 
 def save_checkpoint(result: TrainResult, cfg: TrainConfig, dataset: LatencyDataset,
