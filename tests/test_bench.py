@@ -200,6 +200,27 @@ def test_methods_are_scored_on_the_same_models_and_coverage_counts_the_interval(
     assert table["other"]["coverage"] == pytest.approx(50.0)
 
 
+def test_the_report_counts_default_builds_predicted_alike_at_every_thread_count() -> None:
+    """Issue 45's invariance target, printed by the benchmark: per model, CPU and ISA, a
+    default build's predictions at 1 and 2 threads within 5% of each other."""
+    records = [(m, "f", t, b) for m in ("m1", "m2", "m3")
+               for t, b in ((1, "default"), (2, "default"), (2, "sampled:0"))]
+    records.append(("m4", "f", 1, "default"))  # one thread count only: not a pair
+    true = [1.0, 1.02, 0.6] * 3 + [1.0]
+    # m1 alike, m2 4% apart, m3 10% apart; sampled builds may differ as they like
+    gnn = [1.0, 1.0, 0.3, 1.0, 1.04, 0.3, 1.0, 1.1, 0.3, 1.0]
+    splits = summarise(split_views([_result(true, {"gnn": gnn},
+                                            key="held_out_architectures", records=records)]),
+                       {})
+    got = splits["held_out_architectures"]["thread_invariance"]
+    assert got["models"] == 3
+    assert got["within_share"] == pytest.approx(200 / 3)
+    assert got["worst_spread"] == pytest.approx(10.0)
+    assert got["measured_within_share"] == pytest.approx(100.0)
+    [target] = [t for t in targets(splits) if "thread count" in t["target"]]
+    assert not target["met"] and target["missed_by"] == pytest.approx(100 / 3)
+
+
 def test_a_held_out_cpu_is_calibrated_per_build_kind_and_thread_count() -> None:
     # four models of two families in three calibration cells (m1 largest, m4 smallest);
     # the two calibration leaves also tuned

@@ -27,6 +27,7 @@ from gnnperf.bench.config import BenchConfig
 from gnnperf.bench.results import MethodResult, SplitResult
 from gnnperf.bench.splits import SplitRun, build_kind, graph_gflop
 from gnnperf.data import LatencyDataset, feature_names, split_indices
+from gnnperf.data.label_noise import LabelNoise
 from gnnperf.errors import GnnperfError
 from gnnperf.estimators.base import LatencyEstimator
 from gnnperf.estimators.baselines import (
@@ -187,6 +188,7 @@ def run_split(ds: LatencyDataset, ds_onnx: LatencyDataset, run: SplitRun, cfg: B
     val = [graphs[i] for i in val_idx]
     test = [graphs[i] for i in test_idx]
     methods: dict[str, MethodResult] = {}
+    noise = LabelNoise.of(ds.folder)  # what each GNN's loss weights follow
     with tempfile.TemporaryDirectory(prefix="gnnperf-bench-") as tmp:
         kernel_path, why = split_kernel_model(
             ds.folder.root, {str(g.model_id) for g in test}, {str(g.model_id) for g in train},
@@ -195,9 +197,11 @@ def run_split(ds: LatencyDataset, ds_onnx: LatencyDataset, run: SplitRun, cfg: B
         notes.append(why)
         kernel_model = str(kernel_path) if kernel_path is not None else "none"
         for name, overrides in GNN_VARIANTS.items():
-            gnn = GNNEstimator(_gnn_config(run, cfg, kernel_model, overrides, device), name)
+            gnn = GNNEstimator(_gnn_config(run, cfg, kernel_model, overrides, device), name,
+                               noise)
             methods[name] = _score(gnn, train, val, test)
-        onnx_gnn = GNNEstimator(_gnn_config(run, cfg, "none", {}, device), "gnn_onnx_graph")
+        onnx_gnn = GNNEstimator(_gnn_config(run, cfg, "none", {}, device), "gnn_onnx_graph",
+                                noise)
         onnx_train, onnx_val, onnx_test = ([onnx_graphs[i] for i in idx] for idx in indices)
         methods["gnn_onnx_graph"] = _score(onnx_gnn, onnx_train, onnx_val, onnx_test)
         if kernel_path is not None:

@@ -204,11 +204,52 @@ def split_views(results: Sequence[SplitResult],
     return views
 
 
+#: how far apart a serial build's predictions at two thread counts may be
+THREAD_INVARIANCE_TOLERANCE = 0.05
+
+
+def thread_invariance(view: View, method: str = "gnn") -> dict[str, Any] | None:
+    """How ``method`` keeps a ``default`` build (no parallel loop anywhere) at one latency
+    whatever the thread count: over every model tested at two or more thread counts on one
+    CPU and ISA, the share whose predictions lie within
+    :data:`THREAD_INVARIANCE_TOLERANCE` of each other (max / min - 1), the worst such
+    spread, and the measured spread beside it (what the labels themselves do)."""
+    spreads: list[float] = []
+    measured: list[float] = []
+    for result, methods, mask in view:
+        if method not in methods:
+            continue
+        groups: dict[str, list[int]] = {}
+        for i, key in enumerate(result.test["key"]):
+            if not mask[i] or result.test["build"][i] != "default":
+                continue
+            model, hw_id, build = key.split("|")
+            groups.setdefault(f"{model}|{hw_id.rsplit('/', 1)[0]}|{build}", []).append(i)
+        pred = methods[method].pred_ms
+        for rows in groups.values():
+            if len(rows) < 2 or not np.isfinite(pred[rows]).all():
+                continue
+            spreads.append(float(pred[rows].max() / pred[rows].min() - 1))
+            true = result.true_ms[rows]
+            measured.append(float(true.max() / true.min() - 1))
+    if not spreads:
+        return None
+    within = np.array(spreads) <= THREAD_INVARIANCE_TOLERANCE
+    return {"models": len(spreads), "within_share": float(within.mean() * 100),
+            "worst_spread": float(max(spreads) * 100),
+            "measured_within_share": float(
+                (np.array(measured) <= THREAD_INVARIANCE_TOLERANCE).mean() * 100),
+            "measured_median_spread": float(np.median(measured) * 100)}
+
+
 def summarise(views: dict[str, View], noise_floor_by_cpu: dict[str, float]) -> dict[str, Any]:
     """The report's ``splits``: one entry per view."""
     splits: dict[str, Any] = {}
     for name, view in views.items():
         splits[name] = _entry(view) if name in POOLED else _leave_out(view)
+        invariance = thread_invariance(view)
+        if invariance is not None:
+            splits[name]["thread_invariance"] = invariance
         if name in ("random", "held_out_architectures"):
             splits[name]["by_cpu"] = {}
             for cpu in sorted({c for r, _, _ in view for c in r.test["cpu"]}):
@@ -286,6 +327,10 @@ def targets(splits: dict[str, Any]) -> list[dict[str, Any]]:
                 f"gnn MAPE <= 0.7 x best learned additive ({best})",
                 gnn["mape"] / entry["methods"][best]["mape"], high=0.7)
     for name, entry in splits.items():
+        if "thread_invariance" in entry and name in POOLED:
+            add(name, f"default build: gnn at every thread count within "
+                      f"{THREAD_INVARIANCE_TOLERANCE:.0%} (share of models)",
+                entry["thread_invariance"]["within_share"], low=100.0)
         if name.startswith("leave_cpu_out_"):
             limit = 15.0 if name.endswith("_0_shots") else 8.0
             row = entry["methods"]["gnn"]
@@ -342,6 +387,14 @@ def markdown(report: dict[str, Any]) -> str:
             if table:
                 lines += ["", f"Build `{build}`:", ""] + _rows(table, ("mape", "spearman",
                                                                         "coverage", "models"))
+        if "thread_invariance" in entry:
+            t = entry["thread_invariance"]
+            lines += ["", f"Thread invariance of `default` builds (gnn): {t['models']} models "
+                          f"tested at two or more thread counts; {t['within_share']:.1f}% "
+                          f"predicted within {THREAD_INVARIANCE_TOLERANCE:.0%} of themselves "
+                          f"(worst spread {t['worst_spread']:.2f}%); measured, "
+                          f"{t['measured_within_share']:.1f}% within it (median spread "
+                          f"{t['measured_median_spread']:.2f}%)."]
         for cpu, e in entry.get("by_cpu", {}).items():
             floor = e["noise_floor_mape"]
             lines += ["", f"CPU `{cpu}` (noise floor "

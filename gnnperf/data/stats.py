@@ -39,6 +39,12 @@ def noise_pairs(root: str | os.PathLike[str] | DatasetFolder | None
 Pair = tuple[RecordLine, RemeasureLine]
 
 
+def protocol_pairs(pairs: list[Pair]) -> list[Pair]:
+    """The pairs of the current protocol: both sides taken under the host speed probe, or,
+    where none are, all of them (those also hold host slowdowns the probe now rejects)."""
+    return [(r, o) for r, o in pairs if is_probed(r) and is_probed(o)] or pairs
+
+
 def _noise_floor(pairs: list[Pair]) -> float | None:
     """MAPE (%) between first and second measurement of each record; None without pairs."""
     return aa_floor(pairs, "whole")["mape"]
@@ -94,11 +100,11 @@ def dataset_stats(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
                         for b in per_build}
     graphs_per_build, distinct_per_build = distinct_by_build(records)
     pairs = noise_pairs(folder)
-    probed = [(r, o) for r, o in pairs if is_probed(r) and is_probed(o)]
     unprobed = [(r, o) for r, o in pairs if not (is_probed(r) and is_probed(o))]
     # The floor of the current protocol; pairs taken before the speed probe are reported
-    # apart, since they also hold host slowdowns the probe now rejects.
-    noise_pairs_used = probed or unprobed
+    # apart (:func:`protocol_pairs`).
+    noise_pairs_used = protocol_pairs(pairs)
+    probed = len(unprobed) < len(pairs)
     cpus = sorted({r["hw"]["cpu_model"] for r in records})
     sizes = [p.stat().st_size for p in shard_paths(shards)]
     noise_sizes = ([p.stat().st_size for p in shard_paths(folder.noise)]

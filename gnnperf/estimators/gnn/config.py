@@ -63,6 +63,14 @@ class TrainConfig:
     #: whole-model loss weight of a build kind ∝ (1 / its share of the records) ** power
     #: (0: every record weighs the same; 1: every kind weighs the same)
     build_balance: float = 0.0
+    #: weigh each record's whole-model loss by 1 / (model_sigma² + its label's noise²), the
+    #: noise read from the dataset's A/A re-measurements per machine and build kind
+    #: (:mod:`gnnperf.data.label_noise`): a 20%-floor machine's labels pull less
+    label_noise_weighting: bool = True
+    #: the log-space error the model is expected to keep whatever the labels' noise (about
+    #: the GNN's validation error on quiet machines): how much a clean label outweighs a
+    #: noisy one is set by it
+    model_sigma: float = 0.1
     legacy_in_test: bool = False  # test on pre-v2 records too (datasets without v2 ones)
     #: the kernel cost model the nodes read (frozen): a path, "auto" (the package's
     #: checkpoints/kernel_model.pt when it exists) or "none". The no-hardware ablation
@@ -92,6 +100,8 @@ class TrainConfig:
                             "build_balance": self.build_balance}.items():
             if not value >= 0:
                 raise TrainingConfigError(f"{name} must not be negative, got {value}")
+        if not self.model_sigma > 0:
+            raise TrainingConfigError(f"model_sigma must be positive, got {self.model_sigma}")
         if self.dropout >= 1 or self.ema >= 1:
             raise TrainingConfigError("dropout and ema must be below 1")
         if self.loss not in ("mse", "huber"):

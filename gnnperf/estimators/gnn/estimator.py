@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from torch_geometric.data import Data
 from torch_geometric.loader import DataLoader
 
+from gnnperf.data.label_noise import LabelNoise
 from gnnperf.errors import GnnperfError
 from gnnperf.estimators.base import Estimates, LatencyEstimator
 from gnnperf.estimators.gnn.config import TrainConfig
@@ -29,16 +30,20 @@ class GNNEstimator(LatencyEstimator):
 
     name = "gnn"
 
-    def __init__(self, cfg: TrainConfig, name: str = "gnn") -> None:
+    def __init__(self, cfg: TrainConfig, name: str = "gnn",
+                 label_noise: LabelNoise | None = None) -> None:
         self.cfg = cfg
         self.name = name  # type: ignore[misc]  # a variant reports under its own name
+        #: what the training records' loss weights follow (``cfg.label_noise_weighting``)
+        self.label_noise = label_noise
         self.result: TrainResult | None = None
 
     def fit(self, train: Sequence[Data], val: Sequence[Data]) -> GNNEstimator:
         graphs = [*train, *val]
         n = len(train)
         self.result = train_model(graphs, self.cfg, progress=False,
-                                  indices=(list(range(n)), list(range(n, len(graphs))), []))
+                                  indices=(list(range(n)), list(range(n, len(graphs))), []),
+                                  label_noise=self.label_noise)
         return self
 
     def predict(self, graphs: Sequence[Data]) -> Estimates:

@@ -36,6 +36,7 @@ from gnnperf.data import (
     feature_names,
     split_indices,
 )
+from gnnperf.data.label_noise import LabelNoise
 from gnnperf.errors import CheckpointError, GnnperfError
 from gnnperf.estimators.base import INTERVAL_COVERAGE
 from gnnperf.estimators.gnn.checkpoint import INTERVAL_Z, Checkpoint, interval_ms
@@ -139,16 +140,27 @@ def build_balance_weights(builds: Sequence[str], power: float) -> dict[str, floa
 
 def record_weights(batch: Any, cfg: TrainConfig) -> torch.Tensor | None:
     """Per graph: 1 for a v2 label, ``legacy_weight`` for one from before measurement v2,
-    times the build kind's balance weight where training attached one (``build_weight``)."""
+    times the weights training attached: the build kind's balance (``build_weight``) and
+    the label's noise (``noise_weight``, :meth:`LabelNoise.weights`)."""
     weight = None
     v2 = getattr(batch, "v2", None)
     if v2 is not None and cfg.legacy_weight != 1.0:
         weight = torch.where(v2.view(-1), 1.0, cfg.legacy_weight).to(batch.y.dtype)
-    balance = getattr(batch, "build_weight", None)
-    if balance is not None:
-        balance = balance.view(-1).to(batch.y.dtype)
-        weight = balance if weight is None else weight * balance
+    for name in ("build_weight", "noise_weight"):
+        factor = getattr(batch, name, None)
+        if factor is not None:
+            factor = factor.view(-1).to(batch.y.dtype)
+            weight = factor if weight is None else weight * factor
     return weight
+
+
+def attach_noise_weights(train_set: Sequence[Data], noise: LabelNoise,
+                         model_sigma: float) -> None:
+    """Set each training graph's ``noise_weight`` (mean 1 over the set) from its label's
+    noise on its machine and build."""
+    weights = noise.weights([(str(d.hw_id), str(d.build)) for d in train_set], model_sigma)
+    for d, w in zip(train_set, weights, strict=True):
+        d.noise_weight = torch.tensor([w], dtype=torch.float32)
 
 
 def _loss(model: LatencyGNN | EnsembleGNN, batch: Any, cfg: TrainConfig) -> torch.Tensor:
@@ -268,11 +280,14 @@ def _fit_member(mcfg: ModelConfig, cfg: TrainConfig, train_set: list[Any],
 
 def train_model(dataset: LatencyDataset | Sequence[Data], cfg: TrainConfig,
                 progress: bool = True,
-                indices: tuple[list[int], list[int], list[int]] | None = None) -> TrainResult:
+                indices: tuple[list[int], list[int], list[int]] | None = None,
+                label_noise: LabelNoise | None = None) -> TrainResult:
     """Fit on the training split, pick each member's epoch by validation MAPE, report on test.
 
     ``indices`` (train, val, test) replaces the split named in ``cfg`` (cross-validation,
     and a plain list of graphs, such as the benchmark's, which needs them).
+    ``label_noise`` weighs the records (``cfg.label_noise_weighting``); by default it is
+    read from a :class:`LatencyDataset`'s folder, and a plain list without it is unweighted.
     """
     seed_everything(cfg.seed)
     train_idx, val_idx, test_idx = indices or split_indices(
@@ -285,6 +300,11 @@ def train_model(dataset: LatencyDataset | Sequence[Data], cfg: TrainConfig,
         kind_weight = build_balance_weights([d.build for d in train_set], cfg.build_balance)
         for d in train_set:
             d.build_weight = torch.tensor([kind_weight[BuildConfig.parse(d.build).kind]])
+    if cfg.label_noise_weighting:
+        if label_noise is None and isinstance(dataset, LatencyDataset):
+            label_noise = LabelNoise.of(dataset.folder)
+        if label_noise is not None:
+            attach_noise_weights(train_set, label_noise, cfg.model_sigma)
     val_set = [scaler(dataset[i]) for i in val_idx]
     test_set = [scaler(dataset[i]) for i in test_idx]
     val_loader = DataLoader(val_set, batch_size=256)
@@ -350,6 +370,9 @@ def train_model(dataset: LatencyDataset | Sequence[Data], cfg: TrainConfig,
         "train_minutes": (time.time() - start) / 60,
         "members_stopped_by_time_cap": capped,
         "train_graphs": len(train_set),
+        # the label noise each record's weight followed (log sigma per machine/build kind)
+        "label_noise": (dict(label_noise.sigmas)
+                        if cfg.label_noise_weighting and label_noise is not None else None),
         "val_graphs": len(val_set),
         "test_graphs": len(test_set),
     })
