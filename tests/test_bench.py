@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import subprocess
@@ -481,8 +482,11 @@ def test_stored_runs_round_trip(tmp_path: Path) -> None:
     assert np.isnan(back.methods["gnn"].pred_ms[1]) and back.methods["gnn"].pred_ms[0] == 1.0
     # provenance survives the round trip; a run without it stores none
     r.provenance = {"call": "gnnperf bench", "cpu": "amd-x", "finished": "2026-11-28T02:00:00Z"}
+    r.kernel_model_unseen = {"schedules": 3, "workloads": 1, "schedule_mape": 9.0,
+                             "group_spearman": 0.5, "groups": 1}
     store.save(r)
-    assert ResultStore(tmp_path, "data", "cfg").load(r.run).provenance == r.provenance
+    back = ResultStore(tmp_path, "data", "cfg").load(r.run)
+    assert back.provenance == r.provenance and back.kernel_model_unseen == r.kernel_model_unseen
 
 
 def test_bench_command_line_reports_bad_input_in_one_line(
@@ -523,6 +527,59 @@ def test_the_kernel_model_hides_only_workloads_no_training_model_has() -> None:
         "w4", "w5"}
     assert held_out_workloads(workloads, {"test_a"}, set()) == {"w1", "w4"}
     assert held_out_workloads(workloads, set(), {"train_a"}) == set()
+
+
+def test_a_held_out_architecture_run_scores_its_kernel_model_on_the_workloads_it_hid(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 45's kernel-model target is measured inside the benchmark: a strict run's
+    kernel model never sees a test model's workload, and is then scored on exactly those."""
+    from gnnperf.bench import methods
+    from gnnperf.bench.config import BudgetRule
+    from gnnperf.estimators.kernel.dataset import KernelTable
+
+    rng = np.random.default_rng(0)
+    workloads = [f"w{i}" for i in range(14) for _ in range(5)]
+    x = rng.normal(size=(len(workloads), 6)).astype(np.float32)
+    table = KernelTable(x=x, log_ms=x @ np.linspace(0.2, 1.0, 6) + 1.0,
+                        workload=np.array(workloads), hw_id=np.array(["c/x86-64-v3/1t"] * 70),
+                        unscheduled=np.array([i % 5 == 0 for i in range(70)]),
+                        feature_names=[f"f{i}" for i in range(6)])
+    model_workloads = {"test": {"w0", "w1"}, "train": {"w1", "w2"}}
+    monkeypatch.setattr(methods, "load_kernel_table", lambda root, progress: table)
+    monkeypatch.setattr(methods, "workloads_of_models", lambda root: model_workloads)
+    trained: list[set[str]] = []
+    real_train = methods.train_kernel_model
+
+    def spy(kept, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        trained.append(set(kept.workload))
+        return real_train(kept, *args, **kwargs)
+
+    monkeypatch.setattr(methods, "train_kernel_model", spy)
+    cfg = dataclasses.replace(QUICK, rule=BudgetRule(patience_epochs=2, max_epochs=3))
+    loose = methods.split_kernel_model(tmp_path, {"test"}, {"train"}, None, 0, cfg,
+                                       tmp_path / "loose")
+    # only the workload no training model has is hidden, and nothing is scored
+    assert "w0" not in trained[0] and "w1" in trained[0] and loose.unseen is None
+    strict = methods.split_kernel_model(tmp_path, {"test"}, {"train"}, None, 0, cfg,
+                                        tmp_path / "strict", strict=True)
+    assert not {"w0", "w1"} & trained[1] and strict.path is not None
+    assert strict.unseen["workloads"] == 2 and strict.unseen["schedules"] == 10
+    assert 0 <= strict.unseen["schedule_mape"] < math.inf
+
+    # the report pools the runs' figures (weighted by schedules) and checks the targets
+    runs = [_result([1.0], {"gnn": [1.0]}, key="held_out_architectures", holdout=f"{k}/2")
+            for k in range(2)]
+    runs[0].kernel_model_unseen = {"schedules": 30, "workloads": 3, "schedule_mape": 20.0,
+                                   "group_spearman": 0.9, "groups": 3}
+    runs[1].kernel_model_unseen = {"schedules": 10, "workloads": 1, "schedule_mape": 60.0,
+                                   "group_spearman": 0.5, "groups": 1}
+    splits = summarise(split_views(runs), {})
+    pooled = splits["held_out_architectures"]["kernel_model_unseen"]
+    assert pooled["schedule_mape"] == pytest.approx(30.0)
+    assert pooled["group_spearman"] == pytest.approx(0.8)
+    got = {t["target"]: t["met"] for t in targets(splits) if "kernel model" in t["target"]}
+    assert got == {"kernel model on unseen workloads: per-schedule MAPE <= 25%": False,
+                   "kernel model on unseen workloads: within-workload Spearman >= 0.8": True}
 
 
 def test_the_runs_table_gives_each_run_its_provenance() -> None:

@@ -52,10 +52,11 @@ def main() -> None:
     inner_train, inner_val = inner_split(ds, train)
     models = {i: str(ds[i].model_id) for i in range(len(ds))}
     with tempfile.TemporaryDirectory(prefix="gnnperf-validate-") as tmp:
-        kernel_path, why = split_kernel_model(
+        kernel = split_kernel_model(
             ds.folder.root, {models[i] for i in val + test}, {models[i] for i in train},
             None, 0, BenchConfig(), Path(tmp))
-        print(why, flush=True)
+        kernel_path = kernel.path
+        print(kernel.why, flush=True)
         builds = [BuildConfig.parse(str(ds[i].build)).kind for i in scored]
         true = np.array([float(np.exp(float(ds[i].y))) for i in scored])
         for text in args.configs:

@@ -16,6 +16,7 @@ import math
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ from gnnperf.estimators.gnn.config import TrainConfig
 from gnnperf.estimators.gnn.estimator import GNNEstimator
 from gnnperf.estimators.kernel import (
     KernelTrainConfig,
+    evaluate,
     kernel_feature_names,
     load_kernel_model,
     load_kernel_table,
@@ -117,33 +119,55 @@ def held_out_workloads(model_workloads: dict[str, set[str]], test_models: set[st
     return union(test_models) - union(train_models)
 
 
+@dataclass
+class SplitKernelModel:
+    """The kernel cost model one run's methods read, or why there is none."""
+
+    path: Path | None
+    why: str
+    #: its figures on the workloads it was kept from, in strict runs (unseen workloads)
+    unseen: dict[str, Any] | None = None
+
+
 def split_kernel_model(root: Path, test_models: set[str], train_models: set[str],
-                        holdout_cpu: str | None, seed: int, cfg: BenchConfig, folder: Path,
-                        strict: bool = False) -> tuple[Path | None, str]:
+                       holdout_cpu: str | None, seed: int, cfg: BenchConfig, folder: Path,
+                       strict: bool = False) -> SplitKernelModel:
     """The kernel cost model this run's methods read, trained without the workloads only
-    its test models have (``strict``: without any workload of theirs) and without a
-    held-out CPU; (None, why) when none can be trained."""
+    its test models have (``strict``: without any workload of theirs, and then scored on
+    them: the kernel model on workloads it never saw) and without a held-out CPU."""
     try:
         table = load_kernel_table(root, progress=False)
     except GnnperfError as exc:
-        return None, f"no kernel model: {exc}"
+        return SplitKernelModel(None, f"no kernel model: {exc}")
     model_workloads = workloads_of_models(root)
     leaked = held_out_workloads(model_workloads, test_models, train_models)
     if strict:  # held-out architectures: none of their workloads, shared or not
         leaked |= set().union(*(w for m, w in model_workloads.items() if m in test_models))
-    keep = ~np.isin(table.workload, list(leaked))
+    hidden = np.isin(table.workload, list(leaked))
+    on_cpu = np.ones(len(hidden), dtype=bool)
     if holdout_cpu is not None:
-        keep &= np.array([host_of(str(h)) != holdout_cpu for h in table.hw_id])
-    kept = table.subset(np.flatnonzero(keep))
+        on_cpu = np.array([host_of(str(h)) != holdout_cpu for h in table.hw_id])
+    kept = table.subset(np.flatnonzero(~hidden & on_cpu))
     workloads = len(np.unique(kept.workload))
     if workloads < 10:
-        return None, "no kernel model: fewer than 10 workloads outside the test models"
+        return SplitKernelModel(
+            None, "no kernel model: fewer than 10 workloads outside the test models")
     kcfg = KernelTrainConfig(seed=seed, epochs=cfg.rule.max_epochs,
                              patience=cfg.rule.patience_epochs, val_frac=0.15, test_frac=0.05)
     result = train_kernel_model(kept, kcfg, progress=False, scored=("val",))
     path = save_kernel_model(result, kcfg, kept, folder / "kernel_model.pt")
-    return path, (f"kernel model: {len(kept)} schedules of {workloads} workloads "
-                  f"({len(leaked)} workloads only test models have left out)")
+    why = (f"kernel model: {len(kept)} schedules of {workloads} workloads "
+           f"({len(leaked)} workloads only test models have left out)")
+    unseen_rows = np.flatnonzero(hidden & on_cpu)
+    unseen = None
+    if strict and len(unseen_rows):
+        figures = evaluate(result.model, table, unseen_rows)
+        unseen = {"schedules": len(unseen_rows),
+                  "workloads": int(len(np.unique(table.workload[unseen_rows]))),
+                  "schedule_mape": figures["schedules"]["mape"],
+                  "group_spearman": figures["group_spearman"],
+                  "groups": figures["groups"]}
+    return SplitKernelModel(path, why, unseen)
 
 
 def _gnn_config(run: SplitRun, cfg: BenchConfig, kernel_model: str, overrides: dict[str, Any],
@@ -190,11 +214,12 @@ def run_split(ds: LatencyDataset, ds_onnx: LatencyDataset, run: SplitRun, cfg: B
     methods: dict[str, MethodResult] = {}
     noise = LabelNoise.of(ds.folder)  # what each GNN's loss weights follow
     with tempfile.TemporaryDirectory(prefix="gnnperf-bench-") as tmp:
-        kernel_path, why = split_kernel_model(
+        split_kernel = split_kernel_model(
             ds.folder.root, {str(g.model_id) for g in test}, {str(g.model_id) for g in train},
             holdout_cpu, run.seed, cfg, Path(tmp),
             strict=run.kind == "leave-architecture-out")
-        notes.append(why)
+        kernel_path = split_kernel.path
+        notes.append(split_kernel.why)
         kernel_model = str(kernel_path) if kernel_path is not None else "none"
         for name, overrides in GNN_VARIANTS.items():
             gnn = GNNEstimator(_gnn_config(run, cfg, kernel_model, overrides, device), name,
@@ -223,4 +248,5 @@ def run_split(ds: LatencyDataset, ds_onnx: LatencyDataset, run: SplitRun, cfg: B
         "model_id": [str(g.model_id) for g in test],
         "gflop": [round(graph_gflop(g), 6) for g in test],
     }
-    return SplitResult(run, test_info, methods, notes, (time.time() - start) / 60)
+    return SplitResult(run, test_info, methods, notes, (time.time() - start) / 60,
+                       kernel_model_unseen=split_kernel.unseen)

@@ -49,6 +49,9 @@ class SplitResult:
     #: who made it: the ``gnnperf bench`` call, the CPU it trained on, when it finished
     #: (UTC); empty in runs stored before it was recorded
     provenance: dict[str, str] = field(default_factory=dict)
+    #: the run's kernel model scored on the workloads it was kept from (a held-out
+    #: architecture's): per-schedule figures and within-workload ranking; None elsewhere
+    kernel_model_unseen: dict[str, Any] | None = None
 
     @property
     def true_ms(self) -> np.ndarray:
@@ -59,14 +62,16 @@ class SplitResult:
                 "methods": {m: r.to_dict() for m, r in self.methods.items()},
                 "notes": self.notes,
                 "minutes": round(self.minutes, 3),
-                **({"provenance": self.provenance} if self.provenance else {})}
+                **({"provenance": self.provenance} if self.provenance else {}),
+                **({"kernel_model_unseen": self.kernel_model_unseen}
+                   if self.kernel_model_unseen is not None else {})}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SplitResult:
         return cls(SplitRun(**data["run"]), data["test"],
                    {m: MethodResult.from_dict(r) for m, r in data["methods"].items()},
                    data.get("notes", []), data.get("minutes", 0.0),
-                   data.get("provenance", {}))
+                   data.get("provenance", {}), data.get("kernel_model_unseen"))
 
 
 def _floats(values: np.ndarray) -> list[float | None]:
