@@ -37,7 +37,9 @@ def cmd_train(args: argparse.Namespace) -> int:
                       loss=args.loss, correction_weight=args.correction_weight,
                       aux_share_power=args.aux_share_power,
                       legacy_weight=args.legacy_weight, legacy_in_test=args.legacy_in_test,
-                      build_balance=args.build_balance, kernel_model=args.kernel_model)
+                      build_balance=args.build_balance, kernel_model=args.kernel_model,
+                      label_noise_weighting=not args.no_label_noise_weights,
+                      model_sigma=args.model_sigma)
     dataset = LatencyDataset(args.root)
     spent = (time.monotonic() - start) / 60
     cap = training_minutes(cfg.max_minutes, args.total_minutes, spent)
@@ -212,6 +214,12 @@ def add_train_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--build-balance", type=float, default=d.build_balance, metavar="POWER",
                    help="weight a build kind's records by (1 / its share)^POWER in the "
                         "whole-model loss (0: equal records; 1: equal kinds)")
+    p.add_argument("--no-label-noise-weights", action="store_true",
+                   help="weigh every record alike instead of by its machine's and build "
+                        "kind's A/A noise floor")
+    p.add_argument("--model-sigma", type=float, default=d.model_sigma, metavar="SIGMA",
+                   help="log error the model keeps whatever the labels' noise: a label this "
+                        "noisy weighs half a noiseless one")
     p.add_argument("--legacy-in-test", action="store_true",
                    help="test on records from before measurement v2 too (by default they "
                         "are never tested on)")
