@@ -591,3 +591,46 @@ def test_an_unknown_visiting_order_is_a_one_line_error(tmp_path: Path) -> None:
     with pytest.raises(GnnperfError, match="--order must be one of given, cheapest-tuned"):
         collect_kernels(tmp_path, [zoo.tiny_spec("mixer")], HW, order="cheapest")  # type: ignore[arg-type]
     assert not (tmp_path / "kernels").exists()
+
+
+def test_the_corpus_workload_coverage_counts_workloads_with_enough_schedules(
+        kernel_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 45's kernel-dataset figure: of the workloads in the corpus's default-build
+    graphs, the share with at least ``COVERED_SCHEDULES`` sampled schedules measured."""
+    import shutil
+
+    from gnnperf.collect.kernels import database
+    from gnnperf.store.shards import ShardWriter
+
+    root = tmp_path / "ds"
+    shutil.copytree(kernel_root / "kernels", root / "kernels")
+    records = list(kernel_records(kernel_root))
+    schedules: dict[str, set[str]] = {}
+    for r in records:
+        if r["schedule"] != "unscheduled":
+            schedules.setdefault(r["workload_id"], set()).add(r["key"].rsplit("|", 1)[-1])
+    most = max(schedules, key=lambda w: len(schedules[w]))
+    fewest = min(schedules, key=lambda w: len(schedules[w]))
+    assert len(schedules[most]) > len(schedules[fewest])
+
+    def graph(*workloads: str) -> dict:
+        return {"nodes": [{"kind": "tir", "struct_hash": w} for w in workloads]
+                + [{"kind": "builtin", "struct_hash": "vm.builtin.reshape"}]}
+
+    with ShardWriter(root / "shards", "shard") as writer:
+        for family, build, gid, nodes in (
+                ("tf-bert-l2h128", "default", "g1", graph(most, fewest, "unmeasured")),
+                ("tf-bert-l2h128", "sampled:0", "g2", graph("scheduled-kernel")),
+                ("mixer", "default", "g3", graph("zoo-kernel"))):
+            writer.append({"kind": "graph", "graph_id": gid, "graph": nodes})
+            writer.append({"kind": "record", "key": f"{family}|c/x86-64-v3/1t|{build}",
+                           "build": build, "model": {"family": family}, "graph_id": gid,
+                           "created_at": 1.0})
+    monkeypatch.setattr(database, "COVERED_SCHEDULES", len(schedules[most]))
+    stats = kernel_stats(root, corpus=True)
+    # the corpus's default graph only: the sampled graph and the zoo model do not count
+    assert stats["corpus_workloads"] == 3
+    assert stats["corpus_workloads_covered"] == 1
+    assert stats["corpus_workload_coverage"] == pytest.approx(33.3)
+    assert kernel_stats(kernel_root, corpus=True)["corpus_workloads"] == 0  # no shards
+    assert "corpus_workloads" not in kernel_stats(root)  # only when asked

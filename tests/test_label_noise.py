@@ -3,7 +3,6 @@ is above 5% has its labels' weights follow the floor)."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import pytest
@@ -78,19 +77,33 @@ def test_noise_weights_multiply_the_other_record_weights() -> None:
     assert torch.allclose(got, torch.tensor([4 / 3, 2 / 3 * 0.25]))
 
 
-def test_training_reads_the_dataset_floors_and_says_which_it_followed(small_root) -> None:  # noqa: ANN001
+def test_training_weighs_its_records_by_the_floors_and_says_which_it_followed(
+        small_root, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
     from gnnperf.data import LatencyDataset
+    from gnnperf.estimators.gnn import training
 
     ds = LatencyDataset(small_root)
     fast = dict(epochs=1, patience=1, hidden=16, layers=1, batch_size=8, ensemble=1,
                 val_frac=0.25, test_frac=0.25, kernel_model="none")
+    weighed: list[tuple[list[str], LabelNoise]] = []
+    real = training.attach_noise_weights
+
+    def spy(train_set, noise, model_sigma):  # noqa: ANN001, ANN202
+        weighed.append(([str(d.key) for d in train_set], noise))
+        real(train_set, noise, model_sigma)
+        # every training graph carries its weight into the loss (record_weights)
+        assert all(float(d.noise_weight) > 0 for d in train_set)
+
+    monkeypatch.setattr(training, "attach_noise_weights", spy)
     noise = LabelNoise({"*": 0.05})
     result = train_model(ds, TrainConfig(**fast), progress=False, label_noise=noise)
     assert result.metrics["label_noise"] == {"*": 0.05}
+    train_keys = {str(ds[i].key) for i in result.indices["train"]}
+    assert len(weighed) == 1 and set(weighed[0][0]) == train_keys and weighed[0][1] is noise
     off = train_model(ds, TrainConfig(**fast, label_noise_weighting=False), progress=False,
                       label_noise=noise)
-    assert off.metrics["label_noise"] is None
-    # read from the folder when not given: its floors, whatever they are
+    assert off.metrics["label_noise"] is None and len(weighed) == 1
+    # read from the dataset's folder when not given (this one has no re-measurements)
     auto = train_model(ds, TrainConfig(**fast), progress=False)
+    assert weighed[-1][1] == LabelNoise.of(ds.folder)
     assert auto.metrics["label_noise"] == dict(LabelNoise.of(ds.folder).sigmas)
-    assert all(math.isfinite(v) for v in auto.metrics["label_noise"].values())

@@ -56,7 +56,7 @@ def main() -> None:
             ds.folder.root, {models[i] for i in val + test}, {models[i] for i in train},
             None, 0, BenchConfig(), Path(tmp))
         kernel_path = kernel.path
-        print(kernel.why, flush=True)
+        print(kernel.note, flush=True)
         builds = [BuildConfig.parse(str(ds[i].build)).kind for i in scored]
         true = np.array([float(np.exp(float(ds[i].y))) for i in scored])
         for text in args.configs:

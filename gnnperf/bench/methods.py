@@ -124,7 +124,8 @@ class SplitKernelModel:
     """The kernel cost model one run's methods read, or why there is none."""
 
     path: Path | None
-    why: str
+    #: what it was trained on, or why there is none (the run's notes say it)
+    note: str
     #: its figures on the workloads it was kept from, in strict runs (unseen workloads)
     unseen: dict[str, Any] | None = None
 
@@ -156,18 +157,22 @@ def split_kernel_model(root: Path, test_models: set[str], train_models: set[str]
                              patience=cfg.rule.patience_epochs, val_frac=0.15, test_frac=0.05)
     result = train_kernel_model(kept, kcfg, progress=False, scored=("val",))
     path = save_kernel_model(result, kcfg, kept, folder / "kernel_model.pt")
-    why = (f"kernel model: {len(kept)} schedules of {workloads} workloads "
-           f"({len(leaked)} workloads only test models have left out)")
+    left_out = ("every workload of the test models" if strict
+                else "the workloads only test models have")
+    note = (f"kernel model: {len(kept)} schedules of {workloads} workloads "
+            f"({len(leaked)} workloads left out: {left_out})")
     unseen_rows = np.flatnonzero(hidden & on_cpu)
     unseen = None
     if strict and len(unseen_rows):
         figures = evaluate(result.model, table, unseen_rows)
+        rho = figures["group_spearman"]
         unseen = {"schedules": len(unseen_rows),
                   "workloads": int(len(np.unique(table.workload[unseen_rows]))),
                   "schedule_mape": figures["schedules"]["mape"],
-                  "group_spearman": figures["group_spearman"],
-                  "groups": figures["groups"]}
-    return SplitKernelModel(path, why, unseen)
+                  # JSON has no NaN: None where no group could be ranked
+                  "group_spearman": float(rho) if math.isfinite(rho) else None,
+                  "ranked_groups": figures["ranked_groups"]}
+    return SplitKernelModel(path, note, unseen)
 
 
 def _gnn_config(run: SplitRun, cfg: BenchConfig, kernel_model: str, overrides: dict[str, Any],
@@ -219,7 +224,7 @@ def run_split(ds: LatencyDataset, ds_onnx: LatencyDataset, run: SplitRun, cfg: B
             holdout_cpu, run.seed, cfg, Path(tmp),
             strict=run.kind == "leave-architecture-out")
         kernel_path = split_kernel.path
-        notes.append(split_kernel.why)
+        notes.append(split_kernel.note)
         kernel_model = str(kernel_path) if kernel_path is not None else "none"
         for name, overrides in GNN_VARIANTS.items():
             gnn = GNNEstimator(_gnn_config(run, cfg, kernel_model, overrides, device), name,

@@ -104,11 +104,18 @@ def graph_gflop(graph: Data) -> float:
     return float(np.expm1(graph.x[:, _LOG_FLOPS].double().numpy()).sum() / 1e9)
 
 
+def record_key_parts(key: str) -> tuple[str, str, int, str]:
+    """(model id, ``cpu/isa``, thread count, build) of a record key
+    (``model|cpu/isa/Nt|build``, as :func:`gnnperf.collect.models.record_key` writes it)."""
+    model, hw_id, build = key.split("|")
+    machine, threads = hw_id.rsplit("/", 1)
+    return model, machine, int(threads.rstrip("t")), build
+
+
 def record_build_threads(key: str) -> tuple[str, int]:
-    """The build and thread count a record key names (``model|cpu/isa/Nt|build``, as
-    :func:`gnnperf.collect.models.record_key` writes it)."""
-    _, hw_id, build = key.split("|")
-    return build, int(hw_id.rsplit("/", 1)[1].rstrip("t"))
+    """The build and thread count a record key names."""
+    _, _, threads, build = record_key_parts(key)
+    return build, threads
 
 
 def calibration_positions(test: dict[str, list[Any]], shots: int) -> list[int]:

@@ -11,9 +11,10 @@ from gnnperf.cli.common import add_max_slowdown, print_json, slowdown_override
 
 def cmd_dataset_stats(args: argparse.Namespace) -> int:
     from gnnperf.collect.kernels import kernel_stats
+    from gnnperf.collect.kernels.database import COVERED_SCHEDULES
     from gnnperf.data import dataset_stats
 
-    stats = {**dataset_stats(args.root), **kernel_stats(args.root)}
+    stats = {**dataset_stats(args.root), **kernel_stats(args.root, corpus=True)}
     if args.json:
         print_json(stats)
         return 0
@@ -48,6 +49,11 @@ def cmd_dataset_stats(args: argparse.Namespace) -> int:
         for cpu, f in stats["kernel_noise_floor_by_cpu"].items():
             print(f"kernel-time noise floor on {cpu}: {f['mape']:.2f}% MAPE over "
                   f"{f['pairs']} pairs")
+    if stats.get("corpus_workloads"):
+        print(f"corpus workloads (kernels of the corpus's default-build graphs) with >= "
+              f"{COVERED_SCHEDULES} sampled schedules in the kernel dataset: "
+              f"{stats['corpus_workloads_covered']} of {stats['corpus_workloads']} "
+              f"({stats['corpus_workload_coverage']:.1f}%)")
     return 0
 
 

@@ -70,7 +70,8 @@ class LabelNoise:
 
     def weights(self, labels: Iterable[tuple[str, str]], model_sigma: float) -> list[float]:
         """Per (hardware id, build), ``1 / (model_sigma² + label_sigma²)``, scaled to a mean
-        of 1 (a label of unknown noise gets the mean noise of the others)."""
+        of 1. A label of unknown noise (only possible in a table without ``*``, such as one
+        written by hand) gets the mean noise of the others."""
         sigmas = [self.sigma(hw_id, build) for hw_id, build in labels]
         known = [s for s in sigmas if s is not None]
         fallback = sum(known) / len(known) if known else 0.0

@@ -18,7 +18,7 @@ from gnnperf.hardware.cpu_identity import signature_of_hw
 from gnnperf.measure.reference import aa_floor
 from gnnperf.store.folder import DatasetFolder
 from gnnperf.store.lines import KernelRecordLine, KernelRemeasureLine
-from gnnperf.store.shards import iter_lines
+from gnnperf.store.shards import iter_lines, latest_records
 
 
 def _kernels_folder(root: str | os.PathLike[str] | DatasetFolder | None) -> Path:
@@ -36,7 +36,12 @@ def kernel_records(root: str | os.PathLike[str] | DatasetFolder | None = None,
             yield cast(KernelRecordLine, rec)
 
 
-def kernel_stats(root: str | os.PathLike[str] | DatasetFolder | None = None) -> dict[str, Any]:
+#: sampled schedules a workload needs in the kernel dataset to count as covered (issue 45)
+COVERED_SCHEDULES = 8
+
+
+def kernel_stats(root: str | os.PathLike[str] | DatasetFolder | None = None, *,
+                 corpus: bool = False) -> dict[str, Any]:
     """The kernel dataset's size, cost and noise floor, as ``gnnperf dataset stats`` prints
     it, from one pass over the kernel shards.
 
@@ -44,6 +49,9 @@ def kernel_stats(root: str | os.PathLike[str] | DatasetFolder | None = None) -> 
     measured (on any hardware config; the unscheduled kernel not counted).
     ``kernel_noise_floor_by_cpu``: per CPU signature, the A/A floor (:func:`aa_floor`)
     of the ``kernel_remeasure`` lines of the folder's ``noise/``.
+    With ``corpus``, also how many of the ``tf-*`` corpus's workloads
+    (:func:`corpus_workloads`) have :data:`COVERED_SCHEDULES` sampled schedules or more
+    (it reads the folder's graphs too: seconds more on the shipped dataset).
     """
     folder = DatasetFolder.resolve(root)
     again = {o["key"]: o for o in iter_lines(folder.noise, kinds=("kernel_remeasure",))} \
@@ -82,6 +90,14 @@ def kernel_stats(root: str | os.PathLike[str] | DatasetFolder | None = None) -> 
                                    cast(KernelRemeasureLine, again[o["key"]])))
     not_executed = stages.pop(NOT_EXECUTED, 0)
     counts = [len(sampled.get(w, ())) for w in workloads]
+    stats: dict[str, Any] = {}
+    if corpus:
+        wanted = corpus_workloads(folder)
+        covered = sum(len(sampled.get(w, ())) >= COVERED_SCHEDULES for w in wanted)
+        # issue 45: the real-architecture corpus's kernels in the kernel dataset
+        stats = {"corpus_workloads": len(wanted), "corpus_workloads_covered": covered,
+                 "corpus_workload_coverage": (round(100 * covered / len(wanted), 1)
+                                              if wanted else None)}
     return {
         "kernel_measurements": measurements,
         "kernel_workloads": len(workloads),
@@ -95,7 +111,27 @@ def kernel_stats(root: str | os.PathLike[str] | DatasetFolder | None = None) -> 
         "kernel_measurements_per_hour": round(timed / cost_s * 3600) if cost_s else None,
         "kernel_noise_floor_by_cpu": {cpu: aa_floor(p, "latency")
                                       for cpu, p in sorted(noise.items())},
+        **stats,
     }
+
+
+def corpus_workloads(folder: DatasetFolder) -> set[str]:
+    """The workload ids of the ``tf-*`` corpus's measured models: the kernels of their
+    ``default``-build graphs, which are stored as fusion left them (their structural hash
+    is the workload id). Models measured only in scheduled builds (those over the
+    ``default`` budget) are not counted: their graphs name scheduled kernels."""
+    from gnnperf.zoo.corpus import PREFIX
+
+    if not folder.shards.is_dir():
+        return set()
+    # (no operator-graph ids needed: ``structural`` given, those lines are skipped)
+    wanted = {r["graph_id"] for r in latest_records(folder.shards, structural={})
+              if r["build"] == "default" and r["model"]["family"].startswith(PREFIX)}
+    out: set[str] = set()
+    for line in iter_lines(folder.shards, kinds=("graph",)) if wanted else ():
+        if line["graph_id"] in wanted:
+            out.update(n["struct_hash"] for n in line["graph"]["nodes"] if n["kind"] == "tir")
+    return out
 
 
 def _mean_run_s(rec: KernelRecordLine) -> float:

@@ -173,6 +173,8 @@ def ranking_metrics(pred_log: np.ndarray, true_log: np.ndarray, groups: np.ndarr
         "group_kendall": float(np.mean(kend)) if kend else float("nan"),
         "top1_regret_pct": float(np.mean(regret) * 100) if regret else float("nan"),
         "groups": len(regret),
+        # the groups the Spearman and Kendall means are over (3+ schedules, times varied)
+        "ranked_groups": len(spear),
     }
 
 
