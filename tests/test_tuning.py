@@ -63,7 +63,7 @@ def test_a_two_trial_tuning_is_real_tuning_and_its_database_schedules_the_worklo
         tiny_workloads) -> None:  # noqa: ANN001
     """``tuned:2`` on a tiny model's heaviest kernel: two candidates built and timed by
     MetaSchedule, kept in trial order, and a database whose schedule replays on it."""
-    import tvm
+    import tvm_ffi
 
     from gnnperf.hardware.spec import HardwareSpec
     from gnnperf.lowering.schedules import _database_schedule
@@ -81,7 +81,7 @@ def test_a_two_trial_tuning_is_real_tuning_and_its_database_schedules_the_worklo
     # the database answers the workload as a build queries it, with a real schedule
     # (loops split, parallel or vectorized), not the workload as fusion left it
     scheduled = _database_schedule(workload.func, hw.target(), db)
-    assert not tvm.ir.structural_equal(scheduled.mod["main"].body, workload.func.body)
+    assert not tvm_ffi.structural_equal(scheduled.mod["main"].body, workload.func.body)
     # the same seed draws the same two candidates
     again = tune_workload(workload, hw, 2, seed=0)
     assert [r[0] for r in again.records] == [r[0] for r in run.records]
