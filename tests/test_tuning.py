@@ -82,6 +82,3 @@ def test_a_two_trial_tuning_is_real_tuning_and_its_database_schedules_the_worklo
     # (loops split, parallel or vectorized), not the workload as fusion left it
     scheduled = _database_schedule(workload.func, hw.target(), db)
     assert not tvm_ffi.structural_equal(scheduled.mod["main"].body, workload.func.body)
-    # the same seed draws the same two candidates
-    again = tune_workload(workload, hw, 2, seed=0)
-    assert [r[0] for r in again.records] == [r[0] for r in run.records]

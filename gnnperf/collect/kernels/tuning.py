@@ -9,8 +9,10 @@ record of each with ``MetaScheduleApplyDatabase``. Here each workload is tuned a
 the same strategy, cost model and trials, once per (CPU, threads, budget): a workload that
 many models share is tuned once, and a model's ``tuned:N`` build is composed from its
 workloads' databases. Two differences from the flow, both stated where the figures are: the
-seed is fixed (the flow draws one), and the cost model learns from one task's trials rather
-than from every task of the model.
+seed is given (the flow draws one), and the cost model learns from one task's trials rather
+than from every task of the model. A seed does not make a run repeatable: the search
+mutates candidates on several threads, and two runs with one seed measured different
+candidates (``tests/test_tuning.py``, 2026-11-28).
 
 The result keeps MetaSchedule's own records in trial order (``TuningRecord.as_json``), so
 the best-so-far curve comes for free, and one run also gives the budgets that are whole
