@@ -96,6 +96,7 @@ def corpus(folder: Path, good_model: Path, dataset: Path) -> list[BadInput]:
     import gnnperf
     from gnnperf.bench import QUICK
     from gnnperf.bench import run as bench_run
+    from gnnperf.collect.kernels import collect_tuning
     from gnnperf.collect.models import collect
     from gnnperf.data import LatencyDataset, dataset_stats
     from gnnperf.features import extract_graph
@@ -183,6 +184,12 @@ def corpus(folder: Path, good_model: Path, dataset: Path) -> list[BadInput]:
                   "--hw", "x86-64-v2:1", "--build", "default"],
                  lambda: collect(corrupt, ["vgg"], 1, [("x86-64-v2", 1)], ["default"],
                                  progress=False), "line 2"),
+        BadInput("tuning-budget-zero",
+                 ["collect-tuning", "--out", str(folder / "tuning"), "--families", "vgg",
+                  "--trials", "0"],
+                 lambda: collect_tuning(folder / "tuning", [], [("x86-64-v2", 1)], 0,
+                                        progress=False), "at least 1",
+                 outputs=[folder / "tuning"]),
     ]
     return cases
 

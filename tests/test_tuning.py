@@ -82,3 +82,151 @@ def test_a_two_trial_tuning_is_real_tuning_and_its_database_schedules_the_worklo
     # (loops split, parallel or vectorized), not the workload as fusion left it
     scheduled = _database_schedule(workload.func, hw.target(), db)
     assert not tvm_ffi.structural_equal(scheduled.mod["main"].body, workload.func.body)
+
+
+# -- stored runs: lines, budgets, keys ------------------------------------------------------
+
+def _stored(workload_id: str, trials: int, run_ms: list[float], minutes: float = 1.0,
+            hw_id: str = "cpu/x86-64-v3/1t") -> TuningRun:
+    """A run as the shards hold it; its records stand in for MetaSchedule's (not parsed)."""
+    return TuningRun(workload_id, hw_id, trials, 0, None, [None] * len(run_ms), run_ms,
+                     minutes)
+
+
+def test_a_run_is_stored_as_one_line_and_read_back_the_same() -> None:
+    from gnnperf.hardware.spec import HardwareSpec
+
+    hw = HardwareSpec.local("x86-64-v3", 1, measure=False)
+    run = TuningRun("w1", hw.record_hw_id, 2, 7, {"wl": 1}, [["t0"], ["t1"]],
+                    [1.5, math.inf], 0.25)
+    line = run.to_line(hw, "mixer-tiny", "fused_dense", {"tvm": "0.27"})
+    assert line["kind"] == "kernel_tuning" and line["run_ms"] == [1.5, None]
+    assert line["key"] == run.key and line["hw"]["isa"] == "x86-64-v3"
+    back = TuningRun.from_line(line)
+    assert back == run
+
+
+def test_which_budgets_a_run_holds() -> None:
+    from gnnperf.collect.kernels.tuning import tuning_key
+
+    long = _stored("w", 256, [1.0] * 256)
+    assert all(long.covers(b) for b in (64, 128, 256)) and not long.covers(16)
+    assert not long.covers(512)
+    short = _stored("w", 16, [1.0] * 16)
+    assert short.covers(16) and not short.covers(64)
+    # a search that ran out of candidates after 10 trials holds every larger budget
+    exhausted = _stored("w", 64, [1.0] * 10)
+    assert exhausted.covers(64) and exhausted.covers(256) and exhausted.covers(16)
+    # whole-iteration runs share a key (extended), a 16-trial search has its own
+    assert tuning_key("w", "h", 64) == tuning_key("w", "h", 256) != tuning_key("w", "h", 16)
+    assert long.best_ms(64) == 1.0 and _stored("w", 2, [math.inf] * 2).best_ms() == math.inf
+
+
+def test_an_extension_continues_a_run_of_the_same_workload_from_whole_iterations() -> None:
+    from gnnperf.collect.kernels.workloads import KernelWorkload
+    from gnnperf.hardware.spec import HardwareSpec
+
+    here = HardwareSpec.local("x86-64-v3", 1, measure=False)
+    workload = KernelWorkload("w", "fused", None)  # type: ignore[arg-type]
+    with pytest.raises(GnnperfError, match="is not of workload"):
+        tune_workload(workload, here, 128, extend=_stored("other", 64, [1.0] * 64,
+                                                          hw_id=here.record_hw_id))
+    with pytest.raises(GnnperfError, match="whole search iterations"):
+        tune_workload(workload, here, 128, extend=_stored("w", 16, [1.0] * 16,
+                                                          hw_id=here.record_hw_id))
+    with pytest.raises(GnnperfError, match="whole search iterations"):
+        tune_workload(workload, here, 64, extend=_stored("w", 64, [1.0] * 64,
+                                                         hw_id=here.record_hw_id))
+
+
+def test_the_shards_keep_each_keys_longest_run_and_report_cost_and_gain(tmp_path) -> None:  # noqa: ANN001
+    from gnnperf.collect.kernels import tuning_runs, tuning_stats
+    from gnnperf.collect.kernels.database import stored_tuning
+    from gnnperf.hardware.spec import HardwareSpec
+    from gnnperf.store.shards import ShardWriter
+
+    hw = HardwareSpec.local("x86-64-v3", 1, measure=False)
+    h = hw.record_hw_id
+    runs = [
+        _stored("a", 64, [4.0] * 63 + [2.0], minutes=1.0, hw_id=h),
+        # a extended to 256 trials: supersedes its 64-trial line, halves its best time
+        _stored("a", 256, [4.0] * 63 + [2.0] + [3.0] * 191 + [1.0], minutes=4.0, hw_id=h),
+        _stored("a", 16, [8.0] * 16, minutes=0.5, hw_id=h),
+        _stored("b", 64, [6.0] * 64, minutes=2.0, hw_id=h),
+        _stored("b", 16, [6.0] * 16, minutes=0.5, hw_id=h),
+    ]
+    writer = ShardWriter(tmp_path / "kernels", "tuning-test")
+    for run in runs:
+        writer.append(run.to_line(hw, "m", "k", {}))
+    writer.append({"kind": "kernel_tuning_failure", "key": "c|x", "workload_id": "c",
+                   "hw_id": h, "trials": 64, "stage": "tune", "reason": "r",
+                   "created_at": 0.0})
+    writer.close()
+    kept, failed = stored_tuning(tmp_path / "kernels")
+    assert failed == {"c|x|64"}
+    assert sorted((o["workload_id"], o["trials"]) for o in kept.values()) == [
+        ("a", 16), ("a", 256), ("b", 16), ("b", 64)]
+    assert len(tuning_runs(tmp_path, h)) == 4 and tuning_runs(tmp_path, "elsewhere") == []
+    stats = tuning_stats(tmp_path)[h]
+    assert stats["workloads"] == 2
+    by = stats["by_budget"]
+    assert by["16"]["workloads"] == 2 and by["16"]["minutes_per_workload"] == 0.5
+    # 64 trials: a's first quarter of its 256-trial run (1 min) and b's run (2 min)
+    assert by["64"]["workloads"] == 2 and by["64"]["minutes_per_workload"] == 1.5
+    assert by["64"]["best_over_16"] == pytest.approx((2.0 / 8.0 + 6.0 / 6.0) / 2)
+    assert by["256"] == {"workloads": 1, "minutes_per_workload": 4.0, "best_over_64": 0.5}
+
+
+@pytest.mark.slow
+def test_the_collector_tunes_each_executed_workload_once_resumes_and_extends(
+        tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    """``collect-tuning`` on a one-matmul model at 2 trials: each kernel its run calls is
+    tuned and stored, a second pass has nothing to do, the runs make a ``tuned:2``
+    database that schedules the model's kernels, and a larger budget extends the runs.
+    A search iteration is 2 trials here (64 in the product), so that extending a run of
+    whole iterations is cheap enough to test."""
+    from conftest import KERNEL_HW, KERNEL_SETTINGS
+
+    from gnnperf import zoo
+    from gnnperf.collect.kernels import (
+        collect_tuning,
+        model_workloads,
+        tuning_collector,
+        tuning_database,
+    )
+    from gnnperf.collect.kernels import tuning as tuning_module
+    from gnnperf.collect.kernels.database import stored_tuning
+    from gnnperf.frontend import import_to_relax, load_onnx
+    from gnnperf.hardware.spec import HardwareSpec
+    from gnnperf.lowering.pipeline import lower
+    from gnnperf.lowering.schedules import _database_schedule
+
+    monkeypatch.setattr(tuning_module, "TRIALS_PER_ITERATION", 2)
+    monkeypatch.setattr(tuning_collector, "TRIALS_PER_ITERATION", 2)
+    spec = zoo.sample_spec("op-matmul", 11)  # a 40x40x40 matmul: a large design space
+    first = collect_tuning(tmp_path, [spec], KERNEL_HW, 2, settings=KERNEL_SETTINGS,
+                           progress=False)
+    assert first.failed == 0 and first.done >= 1, first.line()
+    again = collect_tuning(tmp_path, [spec], KERNEL_HW, 2, settings=KERNEL_SETTINGS,
+                           progress=False)
+    assert again.done == 0 and again.skipped == 1, again.line()
+    hw = HardwareSpec.local(*KERNEL_HW[0], measure=False)
+    db, held = tuning_database(tmp_path, hw.record_hw_id, 2)
+    assert len(held) == first.done
+    lowered = lower(import_to_relax(load_onnx(zoo.export_onnx(spec))), hw.target(), "default")
+    tuned = [w for w in model_workloads(lowered) if w.workload_id in held]
+    assert tuned and all(_database_schedule(w.func, hw.target(), db) is not None
+                         for w in tuned)
+    # a 4-trial budget extends each 2-trial run: its trials first, then the new ones
+    before = {o["workload_id"]: o for o in stored_tuning(tmp_path / "kernels")[0].values()}
+    extendable = [w for w, o in before.items() if len(o["ms_records"]) == 2]
+    longer = collect_tuning(tmp_path, [spec], KERNEL_HW, 4, settings=KERNEL_SETTINGS,
+                            progress=False)
+    assert longer.done == len(extendable) >= 1, longer.line()
+    after = {o["workload_id"]: o for o in stored_tuning(tmp_path / "kernels")[0].values()}
+    for wid in extendable:
+        line = after[wid]
+        assert line["trials"] == 4 and len(line["ms_records"]) > 2
+        assert line["ms_records"][:2] == before[wid]["ms_records"]
+        assert line["minutes"] > before[wid]["minutes"]
+    assert tuning_database(tmp_path, hw.record_hw_id, 4)[1] == held

@@ -3,10 +3,10 @@
 Every :class:`gnnperf.errors.GnnperfError` becomes one line on stderr and exit
 code 2; ``--debug`` shows the traceback instead.
 
-The subcommands live in :mod:`.measuring` (graph, measure, collect, collect-kernels, hw),
-:mod:`.modelling` (train, train-kernels, predict, rank, bench) and :mod:`.datasets`
-(dataset); their shared helpers in :mod:`.common`. Heavy libraries (torch, TVM) are
-imported only inside the commands.
+The subcommands live in :mod:`.measuring` (graph, measure, collect, collect-kernels,
+collect-tuning, hw), :mod:`.modelling` (train, train-kernels, predict, rank, bench) and
+:mod:`.datasets` (dataset); their shared helpers in :mod:`.common`. Heavy libraries (torch,
+TVM) are imported only inside the commands.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ _REGISTER = (
     measuring.register_measure,
     measuring.register_collect,
     measuring.register_collect_kernels,
+    measuring.register_collect_tuning,
     measuring.register_sweep_plan,
     modelling.register_train,
     modelling.register_train_kernels,

@@ -10,11 +10,12 @@ from gnnperf.cli.common import add_max_slowdown, print_json, slowdown_override
 
 
 def cmd_dataset_stats(args: argparse.Namespace) -> int:
-    from gnnperf.collect.kernels import kernel_stats
+    from gnnperf.collect.kernels import kernel_stats, tuning_stats
     from gnnperf.collect.kernels.database import COVERED_SCHEDULES
     from gnnperf.data import dataset_stats
 
-    stats = {**dataset_stats(args.root), **kernel_stats(args.root, corpus=True)}
+    stats = {**dataset_stats(args.root), **kernel_stats(args.root, corpus=True),
+             "tuning": tuning_stats(args.root)}
     if args.json:
         print_json(stats)
         return 0
@@ -54,6 +55,14 @@ def cmd_dataset_stats(args: argparse.Namespace) -> int:
               f"{COVERED_SCHEDULES} sampled schedules in the kernel dataset: "
               f"{stats['corpus_workloads_covered']} of {stats['corpus_workloads']} "
               f"({stats['corpus_workload_coverage']:.1f}%)")
+    for hw_id, tuning in stats["tuning"].items():
+        print(f"tuning (MetaSchedule's evolutionary search) on {hw_id}: "
+              f"{tuning['workloads']} workloads; " + "; ".join(
+                  f"{budget} trials: {b['workloads']} workloads, "
+                  f"{b['minutes_per_workload']:.1f} min each"
+                  + "".join(f", best time x{v:.3f} of {k.rsplit('_', 1)[1]} trials'"
+                            for k, v in b.items() if k.startswith("best_over_"))
+                  for budget, b in tuning["by_budget"].items()))
     return 0
 
 

@@ -1,5 +1,5 @@
 """Subcommands that lower, compile and time models on this machine: ``graph``, ``measure``,
-``collect``, ``collect-kernels`` and ``hw``."""
+``collect``, ``collect-kernels``, ``collect-tuning`` and ``hw``."""
 
 from __future__ import annotations
 
@@ -152,6 +152,21 @@ def cmd_collect_kernels(args: argparse.Namespace) -> int:
         max_unscheduled_gflop=args.max_unscheduled_gflop, max_minutes=args.max_minutes,
         order=args.order)
     print(summary.line())
+    return 1 if summary.all_failed else 0
+
+
+def cmd_collect_tuning(args: argparse.Namespace) -> int:
+    from gnnperf.collect.kernels import collect_tuning
+    from gnnperf.collect.models import interleaved_specs, parse_hw_list
+    from gnnperf.measure import MeasureSettings
+
+    families = parse_families(args.families, real_architectures=True)
+    summary = collect_tuning(
+        args.out, list(interleaved_specs(families, args.count, args.start_seed)),
+        parse_hw_list(args.hw), args.trials, seed=args.seed,
+        settings=MeasureSettings.waiting_at_most(args.quiet_timeout),
+        max_minutes=args.max_minutes)
+    print(f"workloads tuned: {summary.line()}")
     return 1 if summary.all_failed else 0
 
 
@@ -359,6 +374,30 @@ def register_collect_kernels(sub: argparse._SubParsersAction) -> None:
                         "(skipping models with nothing left to do)")
     add_max_slowdown(p)
     p.set_defaults(func=cmd_collect_kernels)
+
+
+def register_collect_tuning(sub: argparse._SubParsersAction) -> None:
+    """``gnnperf collect-tuning``."""
+    p = sub.add_parser("collect-tuning",
+                       help="tune every kernel of the given models with MetaSchedule's "
+                            "evolutionary search at a trial budget (tuned:N labels; "
+                            "resumable, nothing else may run beside it)")
+    p.add_argument("--out", type=Path, required=True, metavar="DIR",
+                   help="dataset folder: tuning runs go to DIR/kernels")
+    p.add_argument("--families", default="all",
+                   help="comma-separated families, 'corpus', or 'all'")
+    p.add_argument("--count", type=int, default=1, help="seeds per family")
+    p.add_argument("--start-seed", type=int, default=0)
+    p.add_argument("--hw", default="x86-64-v3:2", help="ISA:THREADS pairs")
+    p.add_argument("--trials", type=int, default=64,
+                   help="trials per kernel; a multiple of 64 extends runs of fewer whole "
+                        "iterations")
+    p.add_argument("--seed", type=int, default=0, help="the search's seed")
+    p.add_argument("--max-minutes", type=float, default=None,
+                   help="stop after the model in progress once this many minutes passed")
+    p.add_argument("--quiet-timeout", type=float, default=float("inf"),
+                   help="seconds to wait for a quiet machine before tuning anyway")
+    p.set_defaults(func=cmd_collect_tuning)
 
 
 def register_hw(sub: argparse._SubParsersAction) -> None:

@@ -9,8 +9,8 @@ added later is ``NotRequired``: older lines lack it and readers use ``.get``.
 
 Whole-model shards (``datasets/shards``) hold ``record``, ``remeasure``, ``failure``,
 ``graph``, ``onnx_graph`` and ``graph_traces`` lines; kernel shards (``datasets/kernels``)
-hold the ``kernel_*`` lines, whose ``ms_workload`` and ``ms_record`` are MetaSchedule's
-own ``Workload.as_json()`` and ``TuningRecord.as_json()``.
+hold the ``kernel_*`` lines, whose ``ms_workload`` and ``ms_record`` (``ms_records``) are
+MetaSchedule's own ``Workload.as_json()`` and ``TuningRecord.as_json()``.
 """
 
 from __future__ import annotations
@@ -214,6 +214,46 @@ class KernelFailureLine(TypedDict):
     key: str
     workload_id: str
     hw_id: str
+    stage: str
+    reason: str
+    created_at: float
+
+
+class KernelTuningLine(TypedDict):
+    """One workload tuned by MetaSchedule's evolutionary search on one hardware setting
+    (:class:`gnnperf.collect.kernels.tuning.TuningRun`): every trial in the order the search
+    measured it, with MetaSchedule's timing of it (its runner's, not measurement v2)."""
+
+    kind: Literal["kernel_tuning"]
+    key: str
+    workload_id: str
+    hw_id: str
+    hw: HardwareFields
+    trials: int
+    seed: int
+    strategy: str
+    runner: dict[str, int]
+    ms_workload: Any
+    ms_records: list[Any]
+    #: mean run time of each trial (ms); null for a candidate that failed to build or run
+    run_ms: list[float | None]
+    minutes: float
+    model_id: str
+    kernel: str
+    versions: dict[str, str]
+    created_at: float
+    #: the machine's load from other processes before and after the run
+    other_load: NotRequired[list[float]]
+
+
+class KernelTuningFailureLine(TypedDict):
+    """A workload that could not be tuned on one hardware setting."""
+
+    kind: Literal["kernel_tuning_failure"]
+    key: str
+    workload_id: str
+    hw_id: str
+    trials: int
     stage: str
     reason: str
     created_at: float

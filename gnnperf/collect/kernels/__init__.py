@@ -16,7 +16,9 @@ in crash-safe shards under ``DIR/kernels``. :func:`export_database` writes a
 - :mod:`.collector`: sample, compile, time and store (resumable);
 - :mod:`.ordering`: which model to visit next when ``tuned`` records are the goal;
 - :mod:`.database`: read the shards back, export a MetaSchedule database, statistics;
-- :mod:`.noise`: the A/A re-measurements behind the kernel-time noise floor.
+- :mod:`.noise`: the A/A re-measurements behind the kernel-time noise floor;
+- :mod:`.tuning`: one workload tuned by MetaSchedule's evolutionary search (``tuned:N``);
+- :mod:`.tuning_collector`: every workload of the given models tuned, stored (resumable).
 """
 
 from __future__ import annotations
@@ -29,10 +31,17 @@ from gnnperf.collect.kernels.database import (
            kernel_stats,
            tuned_database,
            tuned_databases,
+           tuning_database,
+           tuning_runs,
+           tuning_stats,
 )
 from gnnperf.collect.kernels.noise import remeasure_kernels
+from gnnperf.collect.kernels.tuning import TuningRun, tune_workload
+from gnnperf.collect.kernels.tuning_collector import TuningCollector, collect_tuning
 from gnnperf.collect.kernels.workloads import KernelWorkload, model_workloads
 
-__all__ = ["KernelCollector", "KernelWorkload", "collect_kernels", "export_database",
-           "kernel_noise_floor_by_cpu", "kernel_records", "kernel_stats", "model_workloads",
-           "remeasure_kernels", "tuned_database", "tuned_databases"]
+__all__ = ["KernelCollector", "KernelWorkload", "TuningCollector", "TuningRun",
+           "collect_kernels", "collect_tuning", "export_database", "kernel_noise_floor_by_cpu",
+           "kernel_records", "kernel_stats", "model_workloads", "remeasure_kernels",
+           "tune_workload", "tuned_database", "tuned_databases", "tuning_database",
+           "tuning_runs", "tuning_stats"]

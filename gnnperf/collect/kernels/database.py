@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import statistics
 import tempfile
 from collections import Counter, defaultdict
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from gnnperf.collect.kernels.tuning import TUNING_BUDGETS, TuningRun
 from gnnperf.collect.kernels.workloads import NOT_EXECUTED
 from gnnperf.errors import DatasetError
 from gnnperf.hardware.cpu_identity import signature_of_hw
@@ -263,6 +265,88 @@ def export_database(root: str | os.PathLike[str] | DatasetFolder | None, hw_id: 
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    return out
+
+
+def stored_tuning(folder: Path) -> tuple[dict[str, dict[str, Any]], set[str]]:
+    """The ``kernel_tuning`` lines of a kernel folder, the one with the most trials per
+    (workload, hardware) key, and the keys of failed tunings (``KEY|TRIALS``)."""
+    runs: dict[str, dict[str, Any]] = {}
+    failed: set[str] = set()
+    kinds = ("kernel_tuning", "kernel_tuning_failure")
+    for o in iter_lines(folder, kinds=kinds) if folder.exists() else ():
+        if o["kind"] == "kernel_tuning_failure":
+            failed.add(f"{o['key']}|{o['trials']}")
+        elif o["key"] not in runs or o["trials"] > runs[o["key"]]["trials"]:
+            runs[o["key"]] = o
+    return runs, failed
+
+
+def tuning_runs(root: str | os.PathLike[str] | DatasetFolder | None,
+                hw_id: str | None = None) -> list[TuningRun]:
+    """The stored tuning runs (of ``hw_id``, or of every hardware id): per key the one with
+    the most trials."""
+    runs, _ = stored_tuning(_kernels_folder(root))
+    return [TuningRun.from_line(o) for o in runs.values() if hw_id is None or o["hw_id"] == hw_id]
+
+
+def _runs_at(runs: Iterable[TuningRun], budget: int) -> dict[str, TuningRun]:
+    """Per workload, the run that holds its ``budget``-trial search: one of that budget, else
+    a longer one whose first ``budget`` trials are it."""
+    chosen: dict[str, TuningRun] = {}
+    for run in runs:
+        if run.covers(budget) and (run.workload_id not in chosen or run.trials == budget):
+            chosen[run.workload_id] = run
+    return chosen
+
+
+def tuning_database(root: str | os.PathLike[str] | DatasetFolder | None, hw_id: str,
+                    budget: int) -> tuple[Any, set[str]]:
+    """An in-memory MetaSchedule database of every workload tuned on ``hw_id`` with a
+    ``budget``-trial search (a run of that budget, else the first ``budget`` trials of a
+    longer one), what a ``tuned:budget`` build applies, and the ids of the workloads it
+    holds. A workload tuned only at fewer trials is left out (its kernel would get a
+    shorter search's schedule)."""
+    from tvm.s_tir.meta_schedule.database import MemoryDatabase
+
+    chosen = _runs_at(tuning_runs(root, hw_id), budget)
+    db = MemoryDatabase()
+    for run in chosen.values():
+        run.commit_to(db, budget)
+    return db, set(chosen)
+
+
+def tuning_stats(root: str | os.PathLike[str] | DatasetFolder | None = None
+                 ) -> dict[str, dict[str, Any]]:
+    """Per hardware id, what the tuning runs cost and bought, for each of
+    :data:`TUNING_BUDGETS` some run holds: the workloads tuned at it, the median minutes a
+    workload took (a longer run's share for its first trials), and the median ratio of its
+    best time to the next smaller budget's on the same runs (below 1: the larger budget
+    bought speed)."""
+    per_hw: dict[str, list[TuningRun]] = defaultdict(list)
+    for run in tuning_runs(root):
+        per_hw[run.hw_id].append(run)
+    out: dict[str, dict[str, Any]] = {}
+    for hw_id, runs in sorted(per_hw.items()):
+        by_budget: dict[str, Any] = {}
+        shorter: dict[str, TuningRun] = {}
+        previous = 0
+        for budget in TUNING_BUDGETS:
+            held = _runs_at(runs, budget)
+            if not held:
+                continue
+            entry: dict[str, Any] = {
+                "workloads": len(held),
+                "minutes_per_workload": statistics.median(
+                    r.minutes * min(1.0, budget / r.trials) for r in held.values())}
+            ratios = [r.best_ms(budget) / shorter[w].best_ms(previous)
+                      for w, r in held.items()
+                      if w in shorter and math.isfinite(shorter[w].best_ms(previous))]
+            if ratios:
+                entry[f"best_over_{previous}"] = statistics.median(ratios)
+            by_budget[str(budget)] = entry
+            shorter, previous = held, budget
+        out[hw_id] = {"workloads": len({r.workload_id for r in runs}), "by_budget": by_budget}
     return out
 
 
