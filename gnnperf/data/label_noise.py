@@ -20,7 +20,7 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from gnnperf.data.stats import Pair, noise_pairs, protocol_pairs
+from gnnperf.data.stats import Pair, group_pairs, noise_pairs, protocol_pairs
 from gnnperf.hardware.spec import host_of
 from gnnperf.lowering.build_config import BuildConfig
 from gnnperf.measure.reference import aa_floor
@@ -45,13 +45,14 @@ class LabelNoise:
     @classmethod
     def from_pairs(cls, pairs: Iterable[Pair]) -> LabelNoise:
         """From (record, re-measurement) pairs of one measurement protocol."""
-        groups: dict[str, list[Pair]] = {}
-        for pair in pairs:
-            host, kind = _group(pair[0]["hw_id"], pair[0]["build"])
-            for key in (f"{host}/{kind}", host, "*"):
-                groups.setdefault(key, []).append(pair)
-        sigmas = {key: float(aa_floor(group, "whole")["mape"]) / 100 * SIGMA_PER_AA_ERROR
-                  for key, group in groups.items() if len(group) >= MIN_PAIRS}
+        pairs = list(pairs)
+        sigmas: dict[str, float] = {}
+        for level in (lambda r: "/".join(_group(r["hw_id"], r["build"])),
+                      lambda r: host_of(r["hw_id"]), lambda r: "*"):
+            for key, group in group_pairs(pairs, level).items():
+                if len(group) >= MIN_PAIRS:
+                    sigmas[key] = float(aa_floor(group, "whole")["mape"]) / 100 \
+                        * SIGMA_PER_AA_ERROR
         return cls(dict(sorted(sigmas.items())))
 
     @classmethod

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, cast
 
 from gnnperf.data.dataset import existing_folder
@@ -39,10 +39,20 @@ def noise_pairs(root: str | os.PathLike[str] | DatasetFolder | None
 Pair = tuple[RecordLine, RemeasureLine]
 
 
+def _probed(pair: Pair) -> bool:
+    """Whether both sides of a pair were taken under the host speed probe."""
+    return is_probed(pair[0]) and is_probed(pair[1])
+
+
+def unprobed_pairs(pairs: list[Pair]) -> list[Pair]:
+    """The pairs of which a side was taken before the host speed probe existed."""
+    return [pair for pair in pairs if not _probed(pair)]
+
+
 def protocol_pairs(pairs: list[Pair]) -> list[Pair]:
     """The pairs of the current protocol: both sides taken under the host speed probe, or,
     where none are, all of them (those also hold host slowdowns the probe now rejects)."""
-    return [(r, o) for r, o in pairs if is_probed(r) and is_probed(o)] or pairs
+    return [pair for pair in pairs if _probed(pair)] or pairs
 
 
 def _noise_floor(pairs: list[Pair]) -> float | None:
@@ -50,8 +60,9 @@ def _noise_floor(pairs: list[Pair]) -> float | None:
     return aa_floor(pairs, "whole")["mape"]
 
 
-def _group_pairs(pairs: list[Pair], key: Callable[[RecordLine], str]
-                 ) -> dict[str, list[Pair]]:
+def group_pairs(pairs: Iterable[Pair], key: Callable[[RecordLine], str]
+                ) -> dict[str, list[Pair]]:
+    """The pairs grouped by ``key`` of their first record."""
     groups: dict[str, list[Pair]] = {}
     for pair in pairs:
         groups.setdefault(key(pair[0]), []).append(pair)
@@ -61,7 +72,7 @@ def _group_pairs(pairs: list[Pair], key: Callable[[RecordLine], str]
 def _noise_floor_per(pairs: list[Pair], key: Callable[[RecordLine], str]
                      ) -> dict[str, float]:
     """:func:`_noise_floor` of each group of pairs, grouped by ``key`` of the first record."""
-    return {k: mape for k, v in sorted(_group_pairs(pairs, key).items())
+    return {k: mape for k, v in sorted(group_pairs(pairs, key).items())
             if (mape := _noise_floor(v)) is not None}
 
 
@@ -100,7 +111,7 @@ def dataset_stats(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
                         for b in per_build}
     graphs_per_build, distinct_per_build = distinct_by_build(records)
     pairs = noise_pairs(folder)
-    unprobed = [(r, o) for r, o in pairs if not (is_probed(r) and is_probed(o))]
+    unprobed = unprobed_pairs(pairs)
     # The floor of the current protocol; pairs taken before the speed probe are reported
     # apart (:func:`protocol_pairs`).
     noise_pairs_used = protocol_pairs(pairs)
@@ -125,7 +136,7 @@ def dataset_stats(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
         # each machine apart too: a noisier host must not hide behind a quieter one's pairs
         # keyed by CPU signature id: one model name ("AMD EPYC") covers two CPUs here
         "noise_floor_by_cpu": {cpu: aa_floor(group, "whole") for cpu, group in sorted(
-            _group_pairs(noise_pairs_used, _cpu_id).items())},
+            group_pairs(noise_pairs_used, _cpu_id).items())},
         "noise_floor_by_host": _noise_floor_per(noise_pairs_used,
                                                 lambda r: host_of(r["hw_id"])),
         "noise_floor_protocol": "speed-probe" if probed else "load-guard",

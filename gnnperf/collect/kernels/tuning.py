@@ -35,7 +35,7 @@ import os
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -249,9 +249,11 @@ def tune_workload(workload: KernelWorkload, hw: HardwareSpec, trials: int, *, se
     # tune_tir makes MetaSchedule's logger log every trial to standard output
     logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
     start = time.monotonic()
-    with (tempfile.TemporaryDirectory(prefix="gnnperf-tune-") as tmp, _threads(hw.threads),
-          _seeded_numpy(seed)):
-        folder = Path(work_dir) if work_dir is not None else Path(tmp)
+    # MetaSchedule's logs and its own database files go to work_dir, or nowhere kept
+    scratch = (nullcontext(str(work_dir)) if work_dir is not None
+               else tempfile.TemporaryDirectory(prefix="gnnperf-tune-"))
+    with scratch as where, _threads(hw.threads), _seeded_numpy(seed):
+        folder = Path(where)
         database = ms.database.MemoryDatabase()
         done = 0
         if extend is not None:
