@@ -1,11 +1,12 @@
-"""What predicting a ``tuned`` build costs: its kernels' 16 candidate schedules are drawn
-and analysed (not timed) the first time, then read from the feature cache.
+"""What predicting a ``best-of`` build (called ``tuned`` when this was written) costs: its
+kernels' 16 candidate schedules are drawn and analysed (not timed) the first time, then read
+from the feature cache.
 
     python benchmarks/tuned_prediction_time.py [--family resnet] [--seed 12345]
         [--hw local/x86-64-v3/2t]
 
 Prints, for one zoo model, the time of ``gnnperf.predict`` with ``default``, then with
-``tuned`` twice (first: candidates drawn; second: from the cache), in one process. Use a
+``best-of`` twice (first: candidates drawn; second: from the cache), in one process. Use a
 model whose graphs are not in the feature cache yet (another ``--seed``) for the first
 figures to mean what they say. Measure on a quiet machine.
 """
@@ -30,8 +31,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.onnx"
         zoo.export_onnx(zoo.sample_spec(args.family, args.seed), path)
-        for label, build in (("default", "default"), ("tuned, first", "tuned"),
-                             ("tuned, cached", "tuned")):
+        for label, build in (("default", "default"), ("best-of, first", "best-of"),
+                             ("best-of, cached", "best-of")):
             start = time.perf_counter()
             result = gnnperf.predict(path, args.hw, build=build)
             print(f"{label:14s} {time.perf_counter() - start:6.1f} s  "
