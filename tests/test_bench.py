@@ -228,11 +228,11 @@ def test_a_held_out_cpu_is_calibrated_per_build_kind_and_thread_count() -> None:
     records = [(m, fam, t, b) for m, fam in (("m3", "a"), ("m2", "b"), ("m1", "a"),
                                              ("m4", "b"))
                for t, b in ((2, "sampled:0"), (1, "sampled:0"), (2, "default"))]
-    records += [("m1", "a", 2, "tuned"), ("m4", "b", 2, "tuned")]
+    records += [("m1", "a", 2, "best-of:16"), ("m4", "b", 2, "best-of:16")]
     # measured / predicted by cell: sampled 2t x2 (x2.2 on m2), sampled 1t x1.25,
-    # default 2t x0.8; tuned builds are off like sampled ones at the same threads
+    # default 2t x0.8; best-of builds are off like sampled ones at the same threads
     bias = {(2, "sampled:0"): 2.0, (1, "sampled:0"): 1.25, (2, "default"): 0.8,
-            (2, "tuned"): 2.0}
+            (2, "best-of:16"): 2.0}
     true = np.arange(1.0, len(records) + 1)
     pred = np.array([t / bias[(th, b)] for t, (_, _, th, b) in zip(true, records, strict=True)])
     pred[3] = true[3] / 2.2
@@ -293,7 +293,8 @@ def test_a_held_out_cpu_at_0_shots_is_widened_by_the_other_held_out_cpus_bias() 
     assert prior is not None and prior.cpus == ["a", "b", "c"]
     assert prior.cells == pytest.approx({"default/1t": math.sqrt(0.04 / 3),
                                          "sampled/2t": math.sqrt(0.25 / 3)})
-    assert prior.log_spread("tuned", 2) == prior.cells["sampled/2t"]
+    assert prior.log_spread("best-of:16", 2) == prior.cells["sampled/2t"]
+    assert prior.log_spread("tuned:64", 2) == prior.cells["sampled/2t"]
     assert prior.log_spread("default", 1) == prior.log_spread("default", 2)
     assert prior.log_spread("sampled:0", 1) == pytest.approx(math.sqrt(0.29 / 6))
     assert unseen_cpu_prior(runs, "absent") is None
@@ -307,7 +308,7 @@ def test_targets_compare_the_gnn_with_baselines_oracle_floor_and_builds() -> Non
         "random": {"methods": {"gnn": row(11.0), "measured_kernel_sum": row(10.0),
                                "learned_kernel_sum": row(30.0), "roofline": row(40.0),
                                "critical_path": row(20.0)},
-                   "by_build": {"tuned": {"gnn": row(7.0, spearman=0.97)}},
+                   "by_build": {"best-of": {"gnn": row(7.0, spearman=0.97)}},
                    "by_cpu": {"quiet": {"noise_floor_mape": 4.0,
                                         "methods": {"gnn": row(6.0)}},
                               "noisy": {"noise_floor_mape": 16.0,
@@ -323,8 +324,8 @@ def test_targets_compare_the_gnn_with_baselines_oracle_floor_and_builds() -> Non
     # each CPU against its own floor: the quiet one fails at 6%, the noisy one passes 18%
     assert got[("random", "gnn MAPE <= 1.25 x noise floor (quiet)")] == (1.5, False)
     assert got[("random", "gnn MAPE <= 1.25 x noise floor (noisy)")] == (1.125, True)
-    assert got[("random", "tuned build: gnn MAPE < 8%")] == (7.0, True)
-    assert got[("random", "tuned build: gnn Spearman >= 0.98")] == (0.97, False)
+    assert got[("random", "best-of build: gnn MAPE < 8%")] == (7.0, True)
+    assert got[("random", "best-of build: gnn Spearman >= 0.98")] == (0.97, False)
     assert got[("leave_family_out", "gnn mean MAPE < 8%")] == (9.0, False)
     assert got[("leave_family_out", "gnn worst-family MAPE < 15% (vgg)")] == (16.0, False)
     assert got[("real_architectures", "gnn MAPE < 10%")] == (9.5, True)
@@ -333,7 +334,7 @@ def test_targets_compare_the_gnn_with_baselines_oracle_floor_and_builds() -> Non
     missed = {(t["split"], t["target"]): t["missed_by"] for t in targets(splits)}
     assert missed[("random", "gnn MAPE <= 1.25 x noise floor (quiet)")] == pytest.approx(0.25)
     assert missed[("leave_family_out", "gnn worst-family MAPE < 15% (vgg)")] == 1.0
-    assert missed[("random", "tuned build: gnn Spearman >= 0.98")] == pytest.approx(0.01)
+    assert missed[("random", "best-of build: gnn Spearman >= 0.98")] == pytest.approx(0.01)
     assert missed[("real_architectures", "gnn MAPE < 10%")] == 0.0
     splits["random"]["methods"]["gnn"]["coverage"] = 99.0
     assert {t["target"]: t["missed_by"] for t in targets(splits)
@@ -417,9 +418,10 @@ def test_hardware_inputs_never_varied_in_training_are_pinned_on_test() -> None:
 
 
 def test_test_records_of_a_build_never_trained_on_are_left_out_and_named() -> None:
-    builds = ["default", "sampled:0", "sampled:3", "tuned", "default", "tuned"]
+    builds = ["default", "sampled:0", "sampled:3", "best-of:16", "default", "best-of:16"]
     kept, note = drop_untrained_builds(builds, [0, 1], [2, 3, 4, 5])
-    assert kept == [2, 4] and note == "2 test records left out: build tuned has no training record"
+    assert kept == [2, 4]
+    assert note == "2 test records left out: build best-of has no training record"
     assert drop_untrained_builds(builds, [0, 1, 3], [2, 5]) == ([2, 5], "")
 
 
@@ -432,7 +434,7 @@ def test_calibration_models_are_small_sampled_builds_spread_over_sizes() -> None
             ("hf-gpt2", "hf-gpt2", 0.05, 2, "sampled:0"),  # not a generated family
             ("bert-a", "bert", 0.2, 2, "sampled:0"),
             ("vgg-b", "vgg", 0.1, 1, "default"),
-            ("vgg-b", "vgg", 0.1, 2, "tuned"),  # not a calibration build
+            ("vgg-b", "vgg", 0.1, 2, "best-of:16"),  # not a calibration build
             ("bert-b", "bert", 0.15, 2, "sampled:0"),
             ("bert-b", "bert", 0.15, 1, "sampled:0"),
             ("vgg-d", "vgg", 0.12, 2, "sampled:0"),

@@ -51,7 +51,8 @@ def test_each_build_kind_and_thread_count_gets_its_own_factor() -> None:
     assert fitted.correction("default", 1) == fitted.correction("default", 2)
     assert fitted.correction("default", 2)[1] == pytest.approx(0.0)
     # tuned builds, which a new machine cannot measure, take sampled's factor
-    assert fitted.correction("tuned", 2) == fitted.correction("sampled:0", 2)
+    assert fitted.correction("best-of:16", 2) == fitted.correction("sampled:0", 2)
+    assert fitted.correction("tuned:64", 2) == fitted.correction("sampled:0", 2)
     # a cell measured on fewer than two models falls back to all points together
     assert fitted.correction("sampled:7", 1) == (fitted.log_factor, fitted.log_spread)
     assert math.exp(fitted.log_factor) == pytest.approx(math.sqrt(0.5 * 1.2))  # the median
@@ -94,12 +95,12 @@ def test_the_unseen_cpu_prior_is_the_rms_cell_bias_over_held_out_cpus(tmp_path: 
     # the sign of a CPU's bias does not transfer, its size does: log 1.5 from +/- log 1.5
     assert prior.pooled_log_spread == pytest.approx(math.log(1.5) / math.sqrt(2))
     assert prior.cells == {}  # two CPUs per cell: each cell takes the pooled spread
-    assert prior.log_spread("tuned", 1) == prior.pooled_log_spread
+    assert prior.log_spread("best-of:16", 1) == prior.pooled_log_spread
     third = [("d", "sampled:0", 2, 2.0, 1.0)] * 2
     prior3 = UnseenCpuPrior.from_records(rows + third)
     assert prior3.cells == pytest.approx({"sampled/2t": math.sqrt(
         (2 * math.log(1.5) ** 2 + math.log(2.0) ** 2) / 3)})
-    assert prior3.log_spread("tuned", 2) == prior3.cells["sampled/2t"]
+    assert prior3.log_spread("best-of:16", 2) == prior3.cells["sampled/2t"]
     # stored beside a checkpoint, read back the same; a broken file is a one-line error
     path = prior.save(tmp_path / PRIOR_FILE)
     assert load_prior(path) == prior
@@ -168,7 +169,7 @@ def test_calibrate_measures_here_and_predict_applies_it_to_this_cpu_only(
     model = tmp_path / "m.onnx"
     zoo.export_onnx(zoo.tiny_spec("resnet"), model)
     one_thread = "local/x86-64-v3/1t"
-    configs = [(hw, "sampled:0"), (one_thread, "sampled:0"), (hw, "default"), (hw, "tuned")]
+    configs = [(hw, "sampled:0"), (one_thread, "sampled:0"), (hw, "default"), (hw, "best-of:16")]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         zero_shot = [predict(model, h, build=b) for h, b in configs]
@@ -224,7 +225,7 @@ def test_calibrate_measures_here_and_predict_applies_it_to_this_cpu_only(
     # bad input fails in one line before anything is measured
     assert main(["calibrate", "--threads", "two"]) == 2
     assert "--threads wants counts" in capsys.readouterr().err
-    assert main(["calibrate", "--builds", "tuned"]) == 2
+    assert main(["calibrate", "--builds", "best-of:16"]) == 2
     err = capsys.readouterr().err
     assert "untuned" in err and len(err.strip().splitlines()) == 1
     assert main(["calibrate", "--max-slowdown", "0.5"]) == 2

@@ -147,15 +147,15 @@ def test_validation_takes_a_real_architecture_whole_and_generated_models_apart()
 def test_stats_count_a_graph_drawn_by_two_seeds_once() -> None:
     from gnnperf.data.stats import distinct_by_build
 
-    def record(model: str, graph: str, hw: str, build: str = "tuned") -> dict[str, str]:
+    def record(model: str, graph: str, hw: str, build: str = "best-of:16") -> dict[str, str]:
         return {"model_id": model, "onnx_sha256": model, "onnx_graph_id": graph,
                 "hw_id": hw, "build": build}
     records = [record("hf-gpt2-000000", "g1", "cpu/1t"), record("hf-gpt2-000003", "g1", "cpu/1t"),
                record("hf-gpt2-000003", "g1", "cpu/2t"), record("vgg-000000", "g2", "cpu/1t"),
                record("vgg-000000", "g2", "cpu/1t", "default")]
     graphs, distinct = distinct_by_build(records)
-    assert graphs == {"default": 1, "tuned": 2}
-    assert distinct == {"default": 1, "tuned": 3}  # the twin's cpu/1t record repeats
+    assert graphs == {"best-of:16": 2, "default": 1}
+    assert distinct == {"best-of:16": 3, "default": 1}  # the twin's cpu/1t record repeats
 
 
 def _mixed_rows() -> list[Data]:
@@ -223,7 +223,7 @@ def test_validation_holds_v2_and_rare_build_records_like_the_test_set(in_memory:
     rows = []
     for m in range(280):
         v2 = m >= 200
-        builds = ["default", "sampled:0"] + (["tuned"] if m >= 240 else [])
+        builds = ["default", "sampled:0"] + (["best-of:16"] if m >= 240 else [])
         rows += [Data(model_id=f"m{m}", family="f", hw_id="h", group=f"g{m}", v2=v2, build=b)
                  for b in builds]
     data = _RowsDataset(rows) if in_memory else rows
@@ -231,23 +231,23 @@ def test_validation_holds_v2_and_rare_build_records_like_the_test_set(in_memory:
         train, val, test = split_indices(data, "random", seed=seed, val_frac=0.1,
                                          test_frac=0.15)
         val_groups = {rows[i].group for i in val}
-        tuned = {rows[i].group for i in val if rows[i].build == "tuned"}
+        tuned = {rows[i].group for i in val if rows[i].build == "best-of:16"}
         legacy = {rows[i].group for i in val if not rows[i].v2}
         assert 2 <= len(tuned) <= 5  # ~10% of the ~34 tuned groups left after the test split
         assert 2 <= len(val_groups - tuned - legacy) <= 5  # v2 groups without tuned records
         assert len(legacy) == 20  # exactly 10% of the 200 legacy groups
         assert not val_groups & {rows[i].group for i in train + test}
-        assert any(rows[i].build == "tuned" for i in train)
+        assert any(rows[i].build == "best-of:16" for i in train)
 
 
 def test_small_strata_keep_their_groups_for_training() -> None:
     """Two tuned groups among many: 10% of two is no whole group, so neither is taken."""
     rows = [Data(model_id=f"m{m}", family="f", hw_id="h", group=f"g{m}", v2=True,
-                 build="tuned" if m < 2 else "default") for m in range(40)]
+                 build="best-of:16" if m < 2 else "default") for m in range(40)]
     for seed in range(20):
         _, val, _ = split_indices(rows, "random", seed=seed, val_frac=0.1, test_frac=0.1)
         assert len(val) == 4  # 10% of the 36 groups left after the test split, rounded
-        assert not any(rows[i].build == "tuned" for i in val)
+        assert not any(rows[i].build == "best-of:16" for i in val)
 
 
 def test_leave_cpu_out_holds_out_every_hardware_id_of_that_cpu() -> None:

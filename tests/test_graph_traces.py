@@ -6,7 +6,7 @@ from pathlib import Path
 
 from gnnperf.cli import main
 from gnnperf.collect.graph_traces import add_graph_traces
-from gnnperf.data.dataset import _records_and_graphs
+from gnnperf.data.dataset import _kernel_graphs
 from gnnperf.store.shards import ShardWriter, iter_lines
 
 
@@ -35,14 +35,14 @@ def test_old_graphs_get_the_traces_lowering_gives_now(small_root: Path, tmp_path
     root = tmp_path / "old"
     original = _without_traces(small_root, root, tamper=1)
     assert any(n.get("schedule_trace") for g in original.values() for n in g["nodes"])
-    _, before = _records_and_graphs(root / "shards")
+    before = _kernel_graphs(root / "shards")[0]
     assert not any(n.get("schedule_trace") for g in before.values() for n in g["nodes"])
 
     summary = add_graph_traces(root, progress=False)
     assert summary.failed == 1 and summary.done == len(original) - 1
     (failure,) = iter_lines(root / "shards", kinds=("graph_traces_failure",))
     assert "the kernels differ" in failure["reason"]
-    _, after = _records_and_graphs(root / "shards")
+    after = _kernel_graphs(root / "shards")[0]
     for gid, graph in after.items():
         if gid == failure["graph_id"]:
             assert not any(n.get("schedule_trace") for n in graph["nodes"])

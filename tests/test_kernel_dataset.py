@@ -181,20 +181,20 @@ def test_export_db_writes_the_database_and_names_the_stored_ids_on_a_wrong_one(
 
 def test_a_covered_model_gets_a_whole_model_tuned_record(kernel_root: Path) -> None:
     """Once every kernel of a zoo model has its schedules, the collector measures the model
-    built with the fastest of each (the ``tuned`` build) into the record shards."""
+    built with the fastest of each (the ``best-of:S`` build) into the record shards."""
     from gnnperf.store.shards import latest_records
 
-    (rec,) = [r for r in latest_records(kernel_root / "shards") if r["build"] == "tuned"]
+    (rec,) = [r for r in latest_records(kernel_root / "shards") if r["build"] == "best-of:3"]
     assert rec["model_id"] == zoo.tiny_spec("mixer").model_id
     assert rec["whole"]["median_ms"] > 0 and rec["kernels_ms"]
-    assert rec["tuned"]["schedules_per_workload"] == 3
+    assert rec["best_of"]["schedules_per_workload"] == 3
     assert set(rec["reference"]) == {"gemm", "stream", "chain"}
 
 
 def test_a_tuned_record_is_measured_again_with_the_schedules_it_was_measured_with(
         kernel_root: Path, tmp_path: Path) -> None:
-    """The whole-model A/A of a ``tuned`` record builds the model again from its hardware's
-    tuned database. It used to lower a ``tuned`` build with no database, which leaves every
+    """The whole-model A/A of a ``best-of`` record builds the model again from its hardware's
+    measured schedules. It used to lower the build with no database, which leaves every
     kernel unscheduled: the pair compared two different programs."""
     import shutil
 
@@ -203,7 +203,7 @@ def test_a_tuned_record_is_measured_again_with_the_schedules_it_was_measured_wit
 
     root = tmp_path / "ds"
     shutil.copytree(kernel_root, root)
-    (rec,) = [r for r in latest_records(root / "shards") if r["build"] == "tuned"]
+    (rec,) = [r for r in latest_records(root / "shards") if r["build"] == "best-of:3"]
     summary = remeasure(root, 5, settings=TINY, progress=False)
     assert (summary.done, summary.failed) == (1, 0), summary.line()
     (again,) = iter_lines(root / "noise", kinds=("remeasure",))
@@ -213,7 +213,7 @@ def test_a_tuned_record_is_measured_again_with_the_schedules_it_was_measured_wit
     from gnnperf.lowering.pipeline import lower_onnx
 
     hw = HardwareSpec.local("x86-64-v3", 1, measure=False)
-    built = lower_onnx(zoo.export_onnx(zoo.tiny_spec("mixer")), hw, "tuned",
+    built = lower_onnx(zoo.export_onnx(zoo.tiny_spec("mixer")), hw, "best-of:3",
                        database=tuned_database(root, rec["hw_id"]))
     assert built.schedule_fallbacks == {}
     assert again["scheduled_kernels"] == len(built.traces) > 0
@@ -224,9 +224,9 @@ def test_a_tuned_record_is_measured_again_with_the_schedules_it_was_measured_wit
 def test_a_model_with_a_kernel_it_never_runs_gets_its_tuned_record_in_the_same_run(
         tmp_path: Path) -> None:
     """Tiny VGG's flatten is a reshape the VM does as a builtin: its workload is never
-    executed, which covers it for a ``tuned`` build. The collector used to learn that only
+    executed, which covers it for a ``best-of`` build. The collector used to learn that only
     when it read its shards back, so such a model (most convnets) got its whole-model
-    ``tuned`` record from a later run, never the one that timed its kernels."""
+    ``best-of`` record from a later run, never the one that timed its kernels."""
     from gnnperf.store.shards import latest_records
 
     spec = zoo.tiny_spec("vgg")
@@ -235,11 +235,11 @@ def test_a_model_with_a_kernel_it_never_runs_gets_its_tuned_record_in_the_same_r
     stages = [o["stage"] for o in iter_lines(tmp_path / "kernels", kinds=("kernel_failure",))]
     assert stages and set(stages) == {"not-executed"}
     assert summary.tuned.done == 1
-    (rec,) = [r for r in latest_records(tmp_path / "shards") if r["build"] == "tuned"]
+    (rec,) = [r for r in latest_records(tmp_path / "shards") if r["build"] == "best-of:1"]
     assert rec["model_id"] == spec.model_id
 
 
-def test_the_tuned_build_applies_the_fastest_measured_schedule_of_each_kernel(
+def test_the_best_of_build_applies_the_fastest_measured_schedule_of_each_kernel(
         kernel_root: Path) -> None:
     import tvm_ffi
 
@@ -255,7 +255,7 @@ def test_the_tuned_build_applies_the_fastest_measured_schedule_of_each_kernel(
     sampled = {r["workload_id"] for r in kernel_records(kernel_root, hw.record_hw_id)
                if r["schedule"] == "sampled"}
     assert len(db.get_all_tuning_records()) == len(sampled)  # the fastest of each only
-    lowered = lower_onnx(onnx_model, hw, "tuned", database=db)
+    lowered = lower_onnx(onnx_model, hw, "best-of:3", database=db)
     assert lowered.schedule_fallbacks == {}
     final = lowered.primfuncs()
     records = [r for r in kernel_records(kernel_root) if r["schedule"] == "sampled"]
@@ -268,18 +268,18 @@ def test_the_tuned_build_applies_the_fastest_measured_schedule_of_each_kernel(
         applied = _database_schedule(func, hw.target(), db).mod["main"]
         got = int(tvm_ffi.structural_hash(applied)) & 0xFFFFFFFFFFFF
         assert f"{got:012x}" == best["key"].rsplit("|", 1)[-1], name
-    # the graph describes the workloads (what a model never tuned has too), flagged tuned
-    plain = extract_graph(lower_onnx(onnx_model, hw, "tuned"))
+    # the graph describes the workloads (what a model never tuned has too), flagged best-of
+    plain = extract_graph(lower_onnx(onnx_model, hw, "best-of:3"))
     tuned = extract_graph(lowered)
     assert plain.to_dict()["nodes"] == tuned.to_dict()["nodes"]
-    assert plain.build == "tuned"
+    assert plain.build == "best-of:3"
 
 
-def test_a_tuned_kernel_carries_the_candidates_the_collector_measured(
+def test_a_best_of_kernel_carries_the_candidates_the_collector_measured(
         kernel_root: Path) -> None:
-    """The candidates a prediction draws for a tuned kernel are the schedules the kernel
+    """The candidates a prediction draws for a best-of kernel are the schedules the kernel
     dataset measured for its workload, described the same: drawn at prediction time
-    (any model) or joined from the kernel shards (a tuned record), one kernel model row."""
+    (any model) or joined from the kernel shards (a best-of record), one kernel model row."""
     import torch
     from torch_geometric.data import Batch
 
@@ -290,7 +290,7 @@ def test_a_tuned_kernel_carries_the_candidates_the_collector_measured(
 
     hw = HardwareSpec.local("x86-64-v3", 1, measure=False)
     onnx_model = zoo.export_onnx(zoo.tiny_spec("mixer"))
-    drawn = graph_for_prediction(lower_onnx(onnx_model, hw, "tuned"), schedules=3)
+    drawn = graph_for_prediction(lower_onnx(onnx_model, hw, "best-of:3"))
     measured = tuned_candidates(kernel_root)
     tir = [n for n in drawn.nodes if n.kind == "tir"]
     assert tir and all(n.candidates for n in tir)
@@ -312,9 +312,9 @@ def test_a_tuned_kernel_carries_the_candidates_the_collector_measured(
         lower_onnx(onnx_model, hw, "sampled:0")).nodes)
     assert all("candidates" not in n for n in
                graph_for_prediction(lower_onnx(onnx_model, hw, "default")).to_dict()["nodes"])
-    # the tuned record of the dataset reads them from the kernel shards
+    # the best-of record of the dataset reads them from the kernel shards
     ds = LatencyDataset(kernel_root)
-    (tuned,) = [ds[i] for i in range(len(ds)) if ds[i].build == "tuned"]
+    (tuned,) = [ds[i] for i in range(len(ds)) if ds[i].build == "best-of:3"]
     n_stored = sum(len(measured.get((n.struct_hash, tuned.hw_id), [])) for n in drawn.nodes)
     assert n_stored > 0
     assert tuned.x_candidates.shape == (n_stored, tuned.x_kernel.shape[1])
@@ -340,7 +340,7 @@ def test_the_candidates_can_be_limited_to_the_pairs_a_dataset_uses(kernel_root: 
     assert tuned_candidates(kernel_root, needed=set()) == {}
 
 
-def test_measure_and_predict_a_tuned_build_from_the_command_line(
+def test_measure_and_predict_a_best_of_build_from_the_command_line(
         kernel_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
@@ -349,18 +349,25 @@ def test_measure_and_predict_a_tuned_build_from_the_command_line(
     model = tmp_path / "mixer.onnx"
     zoo.export_onnx(zoo.tiny_spec("mixer"), model)
     assert main(["measure", str(model), "--isa", "x86-64-v3", "--threads", "1", "--build",
-                 "tuned", "--root", str(kernel_root), "--repeat", "3", *HASTY,
+                 "best-of:3", "--root", str(kernel_root), "--repeat", "3", *HASTY,
                  "--json"]) == 0
     out = capsys.readouterr()
-    assert json.loads(out.out)["build"] == "tuned"
-    assert "kernels have a measured schedule" in out.err
+    assert json.loads(out.out)["build"] == "best-of:3"
+    assert "kernels have a searched schedule" in out.err
     # the prediction needs no database: it reads the workloads
-    assert main(["predict", str(model), "--hw", "local/x86-64-v3/1t", "--build", "tuned",
+    assert main(["predict", str(model), "--hw", "local/x86-64-v3/1t", "--build", "best-of",
                  "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["build"] == "tuned"
+    assert json.loads(capsys.readouterr().out)["build"] == "best-of:16"
     # a machine with no measured schedules is told so in one line
-    assert main(["measure", str(model), "--build", "tuned", "--root", str(tmp_path)]) == 2
+    assert main(["measure", str(model), "--build", "best-of", "--root", str(tmp_path)]) == 2
     assert "no kernel records" in capsys.readouterr().err
+    # tuned builds name their budget, and no estimator predicts them yet: one line each,
+    # before any lowering
+    assert main(["predict", str(model), "--build", "tuned"]) == 2
+    assert "needs its budget" in capsys.readouterr().err
+    assert main(["predict", str(model), "--build", "tuned:64"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no estimator has learned tuned:N" in err[0]
 
 
 def test_kernel_timings_are_measured_again_for_the_noise_floor(kernel_root: Path,
@@ -500,8 +507,8 @@ def test_the_models_whose_tuned_records_cost_fewest_measurements_come_first() ->
                  (ids["bert"], "x86-64-v3"): {"a", "b"}}          # 1t tuned; b on 2t only
     covered = {"a|cpu/1t", "a|cpu/2t", "b|cpu/1t"}
     done = covered | {"d|cpu/1t", "d|cpu/2t"}
-    tuned_done = {record_key(ids["resnet"], h, "tuned") for h in hws["x86-64-v3"]} | {
-        record_key(ids["bert"], "cpu/1t", "tuned")}
+    tuned_done = {record_key(ids["resnet"], h, "best-of:16") for h in hws["x86-64-v3"]} | {
+        record_key(ids["bert"], "cpu/1t", "best-of:16")}
     # two more seeds never lowered, costed by their family's median workload count
     second = [zoo.sample_spec("vgg", 1), zoo.sample_spec("mixer", 1)]
     sizes = family_workloads(workloads)
@@ -524,7 +531,7 @@ def test_the_models_whose_tuned_records_cost_fewest_measurements_come_first() ->
     # a second ISA the model was never lowered for: its workloads are estimated from the
     # ISA it was; a failed tuned record counts as done
     two_isas = {**hws, "x86-64-v2": ["cpu/v2-1t"]}
-    tuned_done.add(record_key(ids["mixer"], "cpu/1t", "tuned"))
+    tuned_done.add(record_key(ids["mixer"], "cpu/1t", "best-of:16"))
     cost = tuned_cost(ids["mixer"], two_isas, workloads, done, covered, tuned_done)
     assert (cost.records, cost.measure, cost.known) == (2, 1, True)
 
@@ -532,11 +539,11 @@ def test_the_models_whose_tuned_records_cost_fewest_measurements_come_first() ->
 def test_the_collector_skips_a_model_with_nothing_left_and_keeps_an_unknown_one(
         kernel_root: Path) -> None:
     """Ordered from the shards on disk: tiny mixer's workloads are all timed and its
-    ``tuned`` record written, so only the never-lowered model is left to visit."""
+    ``best-of:3`` record written, so only the never-lowered model is left to visit."""
     from gnnperf.collect.kernels.collector import KernelCollector
     from gnnperf.errors import GnnperfError
 
-    collector = KernelCollector(kernel_root, HW)
+    collector = KernelCollector(kernel_root, HW, schedules=3)
     try:
         vgg = zoo.tiny_spec("vgg")
         assert collector.cheapest_tuned_first([zoo.tiny_spec("mixer"), vgg]) == [vgg]

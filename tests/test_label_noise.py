@@ -38,7 +38,7 @@ def test_a_label_reads_its_machine_and_build_floor_or_falls_back() -> None:
     # a machine never re-measured: the whole dataset's floor
     everything = (0.02 * MIN_PAIRS + 0.30 * (MIN_PAIRS - 1) + 0.2 * MIN_PAIRS) / (
         3 * MIN_PAIRS - 1)
-    assert noise.sigma("other/x86-64-v3/1t", "tuned") == pytest.approx(
+    assert noise.sigma("other/x86-64-v3/1t", "best-of:16") == pytest.approx(
         everything * SIGMA_PER_AA_ERROR)
     assert LabelNoise.from_pairs([]).sigma("quiet/x86-64-v3/1t", "default") is None
 
@@ -54,7 +54,7 @@ def test_the_sigma_of_a_pair_error_is_that_of_gaussian_log_noise() -> None:
 
 def test_noisier_labels_weigh_less_and_weights_average_one() -> None:
     noise = LabelNoise({"quiet/default": 0.02, "noisy/sampled": 0.2})
-    labels = [("quiet/x/1t", "default"), ("noisy/x/1t", "sampled:0"), ("new/x/1t", "tuned")]
+    labels = [("quiet/x/1t", "default"), ("noisy/x/1t", "sampled:0"), ("new/x/1t", "best-of:16")]
     w = noise.weights(labels, model_sigma=0.1)
     assert sum(w) == pytest.approx(3.0)
     raw = [1 / (0.01 + 0.02 ** 2), 1 / (0.01 + 0.2 ** 2), 1 / (0.01 + 0.11 ** 2)]

@@ -83,16 +83,30 @@ def test_sampled_schedules_are_keyed_by_seed_and_kernel(cnn_onnx: Path) -> None:
     assert a != c
 
 
-@pytest.mark.parametrize("text", ["fast", "sampled:x", "sampled:-1", "default:3", "dlight:1"])
+@pytest.mark.parametrize("text", ["fast", "sampled:x", "sampled:-1", "default:3", "dlight:1",
+                                  "tuned:0", "tuned:x", "best-of:0", "default:"])
 def test_bad_build_strings_are_rejected(text: str) -> None:
     with pytest.raises(BuildConfigError):
         BuildConfig.parse(text)
 
 
 def test_build_strings_round_trip() -> None:
-    for text in ["default", "dlight", "sampled:0", "sampled:17"]:
+    for text in ["default", "dlight", "sampled:0", "sampled:17", "best-of:16", "best-of:3",
+                 "tuned:64", "tuned:256"]:
         assert str(BuildConfig.parse(text)) == text
     assert str(BuildConfig.parse("sampled")) == "sampled:0"
+    assert str(BuildConfig.parse("best-of")) == "best-of:16"
+    assert BuildConfig.parse("tuned:64").trials == 64 and BuildConfig.parse("tuned:64").searched
+    assert not BuildConfig.parse("sampled:3").searched
+
+
+def test_tuned_names_its_budget_and_says_what_the_old_tuned_build_is_now() -> None:
+    """``tuned`` was the best of 16 sampled schedules; it now means MetaSchedule's
+    evolutionary search, whose result depends on its trial budget, so the bare name is
+    refused with both meanings spelled out."""
+    with pytest.raises(BuildConfigError, match="needs its budget") as err:
+        BuildConfig.parse("tuned")
+    assert "best-of:16" in str(err.value) and "tuned:N" in str(err.value)
 
 
 def test_onnx_operator_graph_counts_operators_and_flops(cnn_onnx: Path) -> None:

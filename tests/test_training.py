@@ -292,10 +292,11 @@ def test_build_balance_gives_every_build_kind_equal_weight_at_power_one() -> Non
 
     from gnnperf.estimators.gnn.training import build_balance_weights, record_weights
 
-    builds = ["default"] * 6 + ["sampled:0", "sampled:3"] * 2 + ["tuned"]
+    builds = ["default"] * 6 + ["sampled:0", "sampled:3"] * 2 + ["best-of:16"]
     w = build_balance_weights(builds, 1.0)
-    totals = {k: w[k] * n for k, n in {"default": 6, "sampled": 4, "tuned": 1}.items()}
-    assert totals["default"] == pytest.approx(totals["sampled"]) == pytest.approx(totals["tuned"])
+    totals = {k: w[k] * n for k, n in {"default": 6, "sampled": 4, "best-of": 1}.items()}
+    assert totals["default"] == pytest.approx(totals["sampled"]) == pytest.approx(
+        totals["best-of"])
     assert sum(w[b.split(":")[0]] for b in builds) == pytest.approx(len(builds))  # mean 1
     assert all(v == pytest.approx(1.0) for v in build_balance_weights(builds, 0.0).values())
     # the balance multiplies the pre-v2 weight, graph by graph

@@ -177,6 +177,14 @@ def test_the_shards_keep_each_keys_longest_run_and_report_cost_and_gain(tmp_path
     assert by["256"] == {"workloads": 1, "minutes_per_workload": 4.0, "best_over_64": 0.5}
 
 
+def test_a_collector_measures_its_budget_and_the_smaller_ones_its_runs_hold() -> None:
+    from gnnperf.collect.kernels.tuning_collector import record_budgets
+
+    assert record_budgets(64) == [64]
+    assert record_budgets(256) == [64, 256]  # 16 is another search, not a prefix
+    assert record_budgets(16) == [16] and record_budgets(2) == [2]
+
+
 @pytest.mark.slow
 def test_the_collector_tunes_each_executed_workload_once_resumes_and_extends(
         tmp_path, monkeypatch) -> None:  # noqa: ANN001
@@ -200,6 +208,7 @@ def test_the_collector_tunes_each_executed_workload_once_resumes_and_extends(
     from gnnperf.hardware.spec import HardwareSpec
     from gnnperf.lowering.pipeline import lower
     from gnnperf.lowering.schedules import _database_schedule
+    from gnnperf.store.shards import latest_records
 
     monkeypatch.setattr(tuning_module, "TRIALS_PER_ITERATION", 2)
     monkeypatch.setattr(tuning_collector, "TRIALS_PER_ITERATION", 2)
@@ -207,9 +216,15 @@ def test_the_collector_tunes_each_executed_workload_once_resumes_and_extends(
     first = collect_tuning(tmp_path, [spec], KERNEL_HW, 2, settings=KERNEL_SETTINGS,
                            progress=False)
     assert first.failed == 0 and first.done >= 1, first.line()
+    # the model, its kernels tuned, measured whole as a tuned:2 build
+    assert first.records.done == 1 and first.records.failed == 0, first.line()
+    (rec,) = [r for r in latest_records(tmp_path / "shards") if r["build"] == "tuned:2"]
+    assert rec["model_id"] == spec.model_id and rec["whole"]["median_ms"] > 0
+    assert rec["tuning"]["trials_per_kernel"] == 2 and set(rec["reference"]) == {
+        "gemm", "stream", "chain"}
     again = collect_tuning(tmp_path, [spec], KERNEL_HW, 2, settings=KERNEL_SETTINGS,
                            progress=False)
-    assert again.done == 0 and again.skipped == 1, again.line()
+    assert again.done == 0 and again.skipped == 1 and again.records.done == 0, again.line()
     hw = HardwareSpec.local(*KERNEL_HW[0], measure=False)
     db, held = tuning_database(tmp_path, hw.record_hw_id, 2)
     assert len(held) == first.done
@@ -223,6 +238,7 @@ def test_the_collector_tunes_each_executed_workload_once_resumes_and_extends(
     longer = collect_tuning(tmp_path, [spec], KERNEL_HW, 4, settings=KERNEL_SETTINGS,
                             progress=False)
     assert longer.done == len(extendable) >= 1, longer.line()
+    assert longer.records.done == 1  # tuned:4
     after = {o["workload_id"]: o for o in stored_tuning(tmp_path / "kernels")[0].values()}
     for wid in extendable:
         line = after[wid]

@@ -88,7 +88,7 @@ def _predict(predictor: Predictor, items: list[tuple[KernelGraph, HardwareSpec]]
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cpu", required=True, help="CPU signature id of the records")
-    ap.add_argument("--builds", default="default,sampled,tuned", help="build kinds")
+    ap.add_argument("--builds", default="default,sampled,best-of", help="build kinds")
     ap.add_argument("--root", default="datasets")
     ap.add_argument("--checkpoint", default=None)
     ap.add_argument("--calibrated", action="store_true",

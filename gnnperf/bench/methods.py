@@ -75,7 +75,7 @@ def pin_unvaried_hardware(graphs: list[Data], train_idx: Sequence[int],
             continue  # operator graphs have their own node columns
         train = torch.cat([getattr(graphs[i], attr)[:, cols] for i in train_idx])
         if not len(train):
-            continue  # no training graph has rows of this kind (no tuned candidates)
+            continue  # no training graph has rows of this kind (no best-of candidates)
         lo, hi = train.min(0).values, train.max(0).values
         constant = [k for k in range(len(cols)) if lo[k] == hi[k]]
         for i in test_idx:
@@ -97,7 +97,7 @@ def drop_untrained_builds(builds: Sequence[str], train_idx: Sequence[int],
                           test_idx: Sequence[int]) -> tuple[list[int], str]:
     """The test records whose build kind some training record has, and a note naming the
     rest: no method can predict a kind it never saw (a held-out CPU whose training CPUs
-    were never measured ``tuned``), so those are left out of the scores, and said."""
+    were never measured ``best-of``), so those are left out of the scores, and said."""
     trained = {build_kind(builds[i]) for i in train_idx}
     kept = [i for i in test_idx if build_kind(builds[i]) in trained]
     if len(kept) == len(test_idx):

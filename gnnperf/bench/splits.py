@@ -93,7 +93,8 @@ def plan_runs(ds: LatencyDataset, cfg: BenchConfig
 
 
 def build_kind(build: str) -> str:
-    """``default``, ``sampled`` or ``tuned``: what the report breaks each split down by."""
+    """``default``, ``sampled``, ``best-of`` or ``tuned``: what the report breaks each split
+    down by."""
     return BuildConfig.parse(build).kind
 
 

@@ -67,9 +67,10 @@ def calibrate(hw: HardwareSpec | str = "local", *, models: int = 10,
     if models < MIN_MODELS:  # before minutes of measuring, not after (Calibration.fit)
         raise GnnperfError(f"calibration needs at least {MIN_MODELS} models, got {models}")
     builds = [str(BuildConfig.parse(b)) for b in builds]
-    if not builds or any(BuildConfig.parse(b).kind == "tuned" for b in builds):
+    if not builds or any(BuildConfig.parse(b).searched for b in builds):
         raise GnnperfError("calibration measures builds a new machine can make untuned "
-                           "(default, sampled:SEED); tuned builds take sampled's factor")
+                           "(default, sampled:SEED); searched builds (best-of, tuned) take "
+                           "sampled's factor")
     start = time.perf_counter()
     predictor = load_predictor(checkpoint)
     counts = sorted({1, spec.threads} if threads is None else {int(t) for t in threads})

@@ -28,7 +28,8 @@ MIN_MODELS = 2
 MAX_CALIBRATION_GFLOP = 0.2
 
 #: what ``gnnperf calibrate`` measures by default: the two builds a new machine can make
-#: without tuning (``tuned`` builds are corrected by ``sampled``'s factor)
+#: without tuning (searched builds, ``best-of`` and ``tuned``, are corrected by ``sampled``'s
+#: factor)
 CALIBRATION_BUILDS = ("default", "sampled:0")
 
 
@@ -37,12 +38,13 @@ def cell_of(build: str, threads: int) -> str:
     bias on a new CPU differs by build kind and threads (MetaSchedule's parallel schedules
     scale with both), so each gets its own factor. ``default`` builds have no parallel
     loop: they run as at one thread whatever the thread count, so one cell (``default/1t``)
-    serves them all and a correction keeps their predictions thread-invariant. ``tuned``
-    builds, which a new machine cannot measure untuned, share ``sampled``'s."""
-    kind = BuildConfig.parse(build).kind
-    if kind == "default":
+    serves them all and a correction keeps their predictions thread-invariant. Searched
+    builds (``best-of``, ``tuned``), which a new machine cannot measure untuned, share
+    ``sampled``'s."""
+    config = BuildConfig.parse(build)
+    if config.kind == "default":
         return "default/1t"
-    return f"{'sampled' if kind == 'tuned' else kind}/{int(threads)}t"
+    return f"{'sampled' if config.searched else config.kind}/{int(threads)}t"
 
 
 @dataclass

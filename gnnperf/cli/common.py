@@ -18,7 +18,8 @@ def add_target_args(p: argparse.ArgumentParser, threads: bool = True) -> None:
                    "(default: the best this CPU supports)")
     if threads:
         p.add_argument("--threads", type=int, default=None, help="threads (default: all cores)")
-    p.add_argument("--build", default="default", help="default, dlight or sampled:SEED")
+    p.add_argument("--build", default="default",
+                   help="default, dlight, sampled:SEED, best-of:S or tuned:N")
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0,D1,...",
                    help="static shape for a dynamic input (repeatable)")
 
@@ -53,14 +54,18 @@ def lower_from_args(args: argparse.Namespace, threads: int | None, database: Any
 
 
 def tuned_schedules(args: argparse.Namespace) -> Any:
-    """The measured schedules of this machine's hardware config, for a ``tuned`` build."""
-    from gnnperf.collect.kernels import tuned_database
+    """The searched schedules of this machine's hardware config for a searched build: the
+    measured ones of the kernel dataset (``best-of``) or its tuning runs (``tuned:N``)."""
+    from gnnperf.collect.kernels import tuned_database, tuning_database
     from gnnperf.hardware.spec import HardwareSpec
     from gnnperf.lowering.build_config import BuildConfig
 
-    if BuildConfig.parse(args.build).kind != "tuned":
+    build = BuildConfig.parse(args.build)
+    if not build.searched:
         return None
     hw = HardwareSpec.local(args.isa, args.threads, measure=False)
+    if build.kind == "tuned":
+        return tuning_database(args.root, hw.record_hw_id, build.trials)[0]
     return tuned_database(args.root, hw.record_hw_id)
 
 

@@ -66,9 +66,9 @@ def cmd_measure(args: argparse.Namespace) -> int:
 
     hw, lowered = lower_from_args(args, args.threads, tuned_schedules(args))
     graph = extract_graph(lowered, ms_features=False)
-    if lowered.build.kind == "tuned":
-        print(f"tuned: {len(graph.nodes) - len(lowered.schedule_fallbacks)} of "
-              f"{len(graph.nodes)} kernels have a measured schedule on {hw.record_hw_id}",
+    if lowered.build.searched:
+        print(f"{lowered.build}: {len(graph.nodes) - len(lowered.schedule_fallbacks)} of "
+              f"{len(graph.nodes)} kernels have a searched schedule on {hw.record_hw_id}",
               file=sys.stderr)
     ex = compile_lowered(lowered)
     arrays = make_inputs(lowered.inputs)
@@ -206,8 +206,8 @@ def register_measure(sub: argparse._SubParsersAction) -> None:
     add_target_args(p)
     p.add_argument("--per-kernel", action="store_true")
     p.add_argument("--root", type=Path, default=None, metavar="DIR",
-                   help="dataset folder whose kernel records give a tuned build its "
-                        "schedules (default: shipped)")
+                   help="dataset folder whose kernel records (best-of:S) or tuning runs "
+                        "(tuned:N) give a searched build its schedules (default: shipped)")
     p.add_argument("--rpc", default=None, metavar="HOST:PORT:KEY", help="TVM RPC tracker")
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--quiet-timeout", type=float, default=60.0,
@@ -264,8 +264,8 @@ def register_calibrate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--hw", default="local", help="local, local/ISA or local/ISA/Nt to measure at")
     p.add_argument("--models", type=int, default=10, help="zoo models to measure (>= 2)")
     p.add_argument("--builds", default="default,sampled:0",
-                   help="builds to measure each model in, comma-separated (tuned builds take "
-                        "sampled's factor)")
+                   help="builds to measure each model in, comma-separated (searched builds, "
+                        "best-of and tuned, take sampled's factor)")
     p.add_argument("--threads", default=None, metavar="N,M",
                    help="thread counts to measure at (default: 1 and --hw's)")
     p.add_argument("--checkpoint", type=Path, default=None)

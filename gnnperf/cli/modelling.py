@@ -308,7 +308,8 @@ def register_predict(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("predict", help="predict a model's latency without running it")
     p.add_argument("model", type=Path)
     p.add_argument("--hw", default="local", help="local, local/ISA, local/ISA/Nt or a JSON file")
-    p.add_argument("--build", default="default")
+    p.add_argument("--build", default="default",
+                   help="default, sampled:SEED or best-of:S (the builds the checkpoint learned)")
     p.add_argument("--checkpoint", type=Path, default=None)
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0,D1,...")
     p.add_argument("--kernels", action="store_true", help="print the per-kernel breakdown")
@@ -324,7 +325,8 @@ def register_rank(sub: argparse._SubParsersAction) -> None:
                                     "write a ranked CSV/JSON table")
     p.add_argument("models", type=Path, nargs="+")
     p.add_argument("--hw", default="local", help="local, local/ISA, local/ISA/Nt or a JSON file")
-    p.add_argument("--build", default="default")
+    p.add_argument("--build", default="default",
+                   help="default, sampled:SEED or best-of:S (the builds the checkpoint learned)")
     p.add_argument("--checkpoint", type=Path, default=None)
     p.add_argument("--out", type=Path, required=True, metavar="TABLE.csv|TABLE.json")
     p.add_argument("--workers", type=int, default=None,

@@ -218,7 +218,7 @@ class Collector:
         record_extra: dict[str, Any] | None = None,
     ) -> None:
         self.out = Path(out)
-        #: the MetaSchedule database a ``tuned`` build takes its schedules from, and what
+        #: the MetaSchedule database a searched build takes its schedules from, and what
         #: every record says of it (``record_extra``)
         self.database = database
         self.record_extra = record_extra or {}
@@ -227,6 +227,12 @@ class Collector:
                                 f"got '{host_tag}'")
         self.host_tag = host_tag
         self.builds = [BuildConfig.parse(b) for b in builds]
+        searched = [str(b) for b in self.builds if b.searched]
+        if searched and database is None:
+            # lowered without its schedules, such a build would time unscheduled kernels
+            raise GnnperfError(f"{', '.join(searched)} records are made by the collectors "
+                               "that search the schedules: collect-kernels (best-of) and "
+                               "collect-tuning (tuned:N)")
         self.rpc = rpc
         if rpc is not None and rpc_hw is None:
             raise HardwareError("collecting over RPC needs --rpc-hw SPEC.json describing the "
@@ -443,8 +449,8 @@ class Collector:
     def remeasure_group(self, recs: list[RecordLine], isa: str, build: BuildConfig,
                         summary: CollectSummary, database: Any = None) -> None:
         """Measure again, whole model only, records sharing one (model, ISA, build) and,
-        for a ``tuned`` build, one hardware id, whose tuned database ``database`` is (the
-        fastest schedule of a workload never changes once its pair is closed, so the
+        for a searched build, one hardware id, whose MetaSchedule database ``database`` is
+        (the fastest schedule of a workload never changes once its runs are stored, so the
         build made again is the one measured the first time)."""
         spec = zoo.ModelSpec.from_dict(recs[0]["model"])
         stage = "import"
@@ -456,9 +462,9 @@ class Collector:
             mod = import_to_relax(load_onnx(onnx_model))
             stage = "compile"
             target = HardwareSpec.from_dict(recs[0]["hw"]).target()
-            if build.kind == "tuned" and database is None:
-                raise GnnperfError("a tuned record is re-measured with its hardware's tuned "
-                                   "database (none was given)")
+            if build.searched and database is None:
+                raise GnnperfError(f"a {build} record is re-measured with its hardware's "
+                                   "database of searched schedules (none was given)")
             lowered = lower(mod, target, build, database)
             arrays = make_inputs(dict(spec.inputs), seed=spec.seed)
             with tempfile.TemporaryDirectory(prefix="gnnperf-remeasure-") as tmp:

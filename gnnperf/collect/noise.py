@@ -3,24 +3,26 @@
 The floor is the disagreement between two independent measurements of the same (model,
 hardware, build) taken at different times. The ONNX is regenerated from the recorded
 spec and must hash the same as the first time; the build is made again the way the
-record's was: a ``sampled:k`` build draws the same schedules, and a ``tuned`` build
-reads the same fastest schedule per workload from its hardware id's tuned database (the
-kernel dataset), without which it would time the unscheduled kernels instead.
+record's was: a ``sampled:k`` build draws the same schedules, a ``best-of`` build reads
+the same fastest schedule per workload from its hardware id's measured schedules (the
+kernel dataset), and a ``tuned:N`` build the same one from its hardware id's tuning runs,
+without which either would time the unscheduled kernels instead.
 Re-measurements go to the folder's ``noise/`` as ``remeasure`` lines.
 
 This sits after both collectors (whole-model records and the kernel dataset whose
-database a ``tuned`` build applies), so neither imports the other through it.
+databases the searched builds apply), so neither imports the other through it.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 import numpy as np
 from tqdm import tqdm
 
-from gnnperf.collect.kernels import tuned_databases
+from gnnperf.collect.kernels import tuned_databases, tuning_database
 from gnnperf.collect.models import Collector, CollectSummary, done_keys
 from gnnperf.errors import DatasetError, HardwareError
 from gnnperf.hardware.cpu_identity import signature_of_hw
@@ -78,12 +80,22 @@ def remeasure(
                             already=done_keys(folder.noise))
     groups: dict[tuple[str, str, str, str], list[RecordLine]] = {}
     for rec in chosen:
-        # a tuned build's schedules are those of one hardware id (each thread count has its own)
-        hw_id = rec["hw_id"] if rec["build"] == "tuned" else ""
+        # a searched build's schedules are those of one hardware id (each thread count has
+        # its own)
+        hw_id = rec["hw_id"] if BuildConfig.parse(rec["build"]).searched else ""
         groups.setdefault((rec["model_id"], rec["hw"]["isa"], rec["build"], hw_id),
                           []).append(rec)
-    # one pass over the kernel shards for every tuned hardware id drawn
-    databases = tuned_databases(folder, sorted({hw_id for (_, _, _, hw_id) in groups if hw_id}))
+    # one pass over the kernel shards for every best-of hardware id drawn; a tuned:N build
+    # reads the tuning runs of its hardware id at its budget
+    best_of = tuned_databases(folder, sorted({hw_id for (_, _, build, hw_id) in groups
+                                              if BuildConfig.parse(build).kind == "best-of"}))
+    databases: dict[tuple[str, str], Any] = {}
+    for _, _, build, hw_id in groups:
+        config = BuildConfig.parse(build)
+        if config.kind == "best-of":
+            databases[(build, hw_id)] = best_of[hw_id]
+        elif config.kind == "tuned" and (build, hw_id) not in databases:
+            databases[(build, hw_id)] = tuning_database(folder, hw_id, config.trials)[0]
     collector = Collector(folder.noise, [], [], settings=settings, shard_prefix="noise")
     summary = CollectSummary()
     start = time.time()
@@ -91,7 +103,7 @@ def remeasure(
         with tqdm(total=len(chosen), unit="rec", disable=not progress) as bar:
             for (_, isa, build, hw_id), recs in groups.items():
                 collector.remeasure_group(recs, isa, BuildConfig.parse(build), summary,
-                                          database=databases.get(hw_id))
+                                          database=databases.get((build, hw_id)))
                 bar.update(len(recs))
     finally:
         collector.close()

@@ -16,7 +16,7 @@ from tqdm import tqdm
 
 from gnnperf.atomic import atomic_path
 from gnnperf.collect.graph_traces import join_traces
-from gnnperf.data.encoding import record_to_data, with_hardware
+from gnnperf.data.encoding import encodable_build, record_to_data, with_hardware
 from gnnperf.data.pack import PackedItems, encoding_version
 from gnnperf.errors import DatasetError, one_line
 from gnnperf.estimators.kernel.dataset import CandidateMemo, tuned_candidates
@@ -77,12 +77,10 @@ def _kernel_graphs(shards_dir: Path, ids: AbstractSet[str] | None = None
     return graphs, stored
 
 
-def _records_and_graphs(shards_dir: Path, kind: str = "kernel"
-                        ) -> tuple[list[RecordLine], dict[str, Any]]:
-    """Records, and the graphs each one is encoded from, keyed by graph id (operator graphs
-    also by the model id of the record that first wrote them, for older records)."""
-    if kind == "kernel":
-        return latest_records(shards_dir), _kernel_graphs(shards_dir)[0]
+def _onnx_records_and_graphs(shards_dir: Path) -> tuple[list[RecordLine], dict[str, Any]]:
+    """The records of encodable builds, and the operator graphs they are encoded from,
+    keyed by graph id (also by the model id of the record that first wrote them, for older
+    records)."""
     graphs: dict[str, Any] = {}
     structural: dict[str, str] = {}
     for obj in iter_lines(shards_dir, kinds=("onnx_graph",)):
@@ -92,7 +90,8 @@ def _records_and_graphs(shards_dir: Path, kind: str = "kernel"
         structural[obj["graph_id"]] = structural_id(obj["graph"])
         graphs.setdefault(structural[obj["graph_id"]], obj["graph"])
         graphs.setdefault(obj["model_id"], obj["graph"])
-    return latest_records(shards_dir, structural), graphs
+    records = [r for r in latest_records(shards_dir, structural) if encodable_build(r["build"])]
+    return records, graphs
 
 
 def _shards_digest(paths: list[Path], folder: str) -> hashlib._Hash:
@@ -108,22 +107,10 @@ def item_digest(record: RecordLine, traces: str, kernels: str) -> str:
     """What an encoded record depends on besides the encoding code and the hardware
     figures of its CPU's other records: its record line, its kernel graph (content-
     addressed) with the traces added to it since, its operator graph's structural id (its
-    split group), and for a ``tuned`` record the kernel shards its candidates come from."""
+    split group), and for a ``best-of`` record the kernel shards its candidates come from."""
     text = (f"{record.get('crc')}|{record['graph_id']}|{record.get('onnx_graph_id')}|"
             f"{traces}|{kernels}")
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def _encodable(records: list[RecordLine], graphs: dict[str, Any], kind: str
-               ) -> list[tuple[RecordLine, str]]:
-    """The records a dataset of graph ``kind`` encodes, in order, with their graph ids:
-    a kernel graph must be stored (an operator graph is made again where it is not)."""
-    out = []
-    for rec in records:
-        gid = rec["graph_id"] if kind == "kernel" else rec.get("onnx_graph_id") or rec["model_id"]
-        if kind != "kernel" or gid in graphs:
-            out.append((rec, gid))
-    return out
 
 
 def _regenerate_onnx_graph(record: RecordLine) -> dict[str, Any]:
@@ -138,7 +125,7 @@ def _regenerate_onnx_graph(record: RecordLine) -> dict[str, Any]:
 
 def fingerprint(root: str | os.PathLike[str] | DatasetFolder | None = None) -> str:
     """Content hash of the record and kernel shards of a dataset folder and of the feature
-    layout (kernel shards: a ``tuned`` record's kernels read their candidates there).
+    layout (kernel shards: a ``best-of`` record's kernels read their candidates there).
 
     Re-measurements for the noise floor (``noise/``) do not change what is trained on,
     so they leave the fingerprint (and processed caches, checkpoints' match) alone.
@@ -147,7 +134,7 @@ def fingerprint(root: str | os.PathLike[str] | DatasetFolder | None = None) -> s
     h = hashlib.sha256(
         f"schema{SCHEMA_VERSION}|layout{_DATA_LAYOUT}|{','.join(feature_names())}".encode())
     h.update(_shards_digest(shard_paths(folder.shards), "shards").digest())
-    if folder.kernels.is_dir():  # a tuned record's kernels read their candidates there
+    if folder.kernels.is_dir():  # a best-of record's kernels read their candidates there
         h.update(_shards_digest(shard_paths(folder.kernels), "kernels").digest())
     return h.hexdigest()[:16]
 
@@ -243,11 +230,12 @@ class LatencyDataset(InMemoryDataset):
         where its :func:`item_digest` still holds (hardware columns rewritten), else
         encoded from its graph (only those graphs are read)."""
         shards = Path(self.raw_dir)
-        records = latest_records(shards)
+        # records of builds no estimator has learned (tuned:N) wait for one that has
+        records = [r for r in latest_records(shards) if encodable_build(r["build"])]
         traces: dict[str, str] = {}
         for line in iter_lines(shards, kinds=("graph_traces",)):
             traces[line["graph_id"]] = traces.get(line["graph_id"], "") + line["crc"]
-        tuned = [BuildConfig.parse(rec["build"]).kind == "tuned" for rec in records]
+        tuned = [BuildConfig.parse(rec["build"]).kind == "best-of" for rec in records]
         kernels = (_shards_digest(shard_paths(self.folder.kernels), "kernels").hexdigest()
                    if any(tuned) and self.folder.kernels.is_dir() else "")
         digests = [item_digest(rec, traces.get(rec["graph_id"], ""), kernels if t else "")
@@ -264,8 +252,8 @@ class LatencyDataset(InMemoryDataset):
         encodable = sorted([i for i, r in enumerate(reused) if r] + todo)
         decoded = {gid: KernelGraph.from_dict(graphs[gid])
                    for gid in {records[i]["graph_id"] for i in todo}}
-        # each kernel of a tuned record reads the schedules the kernel dataset measured for
-        # its workload on the record's hardware (the ones its tuned build picked from)
+        # each kernel of a best-of record reads the schedules the kernel dataset measured
+        # for its workload on the record's hardware (the ones its build picked from)
         needed = {(n.struct_hash, records[i]["hw_id"])
                   for i in todo if tuned[i] for n in decoded[records[i]["graph_id"]].nodes}
         candidates = tuned_candidates(self.folder, needed=needed) if needed else {}
@@ -291,10 +279,11 @@ class LatencyDataset(InMemoryDataset):
 
     def _encode_onnx_graphs(self) -> list[Data]:
         """Every record's unfused operator graph (made again where none is stored)."""
-        records, graphs = _records_and_graphs(Path(self.raw_dir), "onnx")
+        records, graphs = _onnx_records_and_graphs(Path(self.raw_dir))
         cache: dict[str, KernelGraph] = {}
         encoded: list[tuple[RecordLine, KernelGraph]] = []
-        for rec, gid in _encodable(records, graphs, "onnx"):
+        for rec in records:
+            gid = rec.get("onnx_graph_id") or rec["model_id"]
             if gid not in graphs:
                 graphs[gid] = _regenerate_onnx_graph(rec)
             if gid not in cache:

@@ -12,17 +12,24 @@ from gnnperf.errors import DatasetError
 from gnnperf.estimators.kernel.dataset import CandidateMemo, candidate_rows, kernel_input_vector
 from gnnperf.features import KernelGraph, node_feature_vector
 from gnnperf.features.graph import has_parallel_loop
-from gnnperf.features.schema import HARDWARE
+from gnnperf.features.schema import BUILD_SLOTS, HARDWARE, build_slot
 from gnnperf.hardware.spec import HardwareSpec
-from gnnperf.lowering.build_config import BUILD_KINDS, BuildConfig
+from gnnperf.lowering.build_config import BuildConfig
 from gnnperf.store.lines import RecordLine
 from gnnperf.store.records import SerialFigures, record_hardware, split_group
 from gnnperf.store.shards import is_v2
 
 
+def encodable_build(build: str) -> bool:
+    """Whether records and graphs of ``build`` can be encoded: its kind has a build column
+    (:data:`~gnnperf.features.schema.BUILD_SLOTS`)."""
+    return BuildConfig.parse(build).kind in BUILD_SLOTS
+
+
 def build_feature_vector(build: str) -> list[float]:
-    kind = BuildConfig.parse(build).kind
-    return [1.0 if kind == k else 0.0 for k in BUILD_KINDS]
+    """The one-hot build columns of ``build`` (:func:`~gnnperf.features.schema.build_slot`)."""
+    slot = build_slot(build)
+    return [1.0 if slot == s else 0.0 for s in BUILD_SLOTS.values()]
 
 
 def graph_to_data(graph: KernelGraph, hw: HardwareSpec, build: str | None = None,
@@ -58,9 +65,9 @@ def graph_to_data(graph: KernelGraph, hw: HardwareSpec, build: str | None = None
     # (each row takes the serial view itself where its kernel or candidate is serial)
     x_kernel = torch.tensor([kernel_input_vector(node, node.schedule_trace, hw)
                              for node in graph.nodes], dtype=torch.float32)
-    # a tuned kernel's candidate schedules, each row naming its kernel (PyG shifts an
+    # a best-of kernel's candidate schedules, each row naming its kernel (PyG shifts an
     # ``*_index`` attribute by the nodes before it when it batches graphs)
-    candidates = [(node.index, row, cand) for node in graph.nodes if kind == "tuned"
+    candidates = [(node.index, row, cand) for node in graph.nodes if kind == "best-of"
                   for row, cand in zip(candidate_rows(node, hw, memo), node.candidates,
                                        strict=True)]
     x_candidates = torch.tensor([row for _, row, _ in candidates], dtype=torch.float32
@@ -70,7 +77,7 @@ def graph_to_data(graph: KernelGraph, hw: HardwareSpec, build: str | None = None
                 candidates_node_index=torch.tensor([i for i, _, _ in candidates],
                                                    dtype=torch.long),
                 kernel_model_mask=torch.tensor([node.kind == "tir" for node in graph.nodes]),
-                kernel_tuned=torch.full((n,), kind == "tuned", dtype=torch.bool),
+                kernel_tuned=torch.full((n,), kind == "best-of", dtype=torch.bool),
                 # which rows read the one-thread hardware: see :func:`with_hardware`
                 node_serial=torch.tensor([not node.parallel for node in graph.nodes],
                                          dtype=torch.bool),

@@ -2,7 +2,7 @@
 weight that follows from it.
 
 Why: the CPUs this project measures on differ in their noise floor by a factor of ten
-(A/A MAPE 2% on a quiet Zen 4 guest, 15-21% for ``sampled`` and ``tuned`` builds on the
+(A/A MAPE 2% on a quiet Zen 4 guest, 15-21% for ``sampled`` and ``best-of`` builds on the
 Zen 3 guest). A loss that weighs every label the same lets the noisiest machine's
 scatter pull the model as hard as a clean label does. Weighting each record by the
 inverse of its total variance, what the model cannot explain plus the label's own

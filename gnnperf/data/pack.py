@@ -9,7 +9,7 @@ is kept once (exact float32) with an index back, compressed (~4 kB per record).
 
 A pack never goes stale as a whole. Each item carries the digest of what it was encoded
 from (:func:`gnnperf.data.dataset.item_digest`: its record line, its graph's traces, for a
-``tuned`` record the kernel shards), and processing takes an item from the packs only
+``best-of`` record the kernel shards), and processing takes an item from the packs only
 where that digest still holds, re-encoding the rest. The hardware columns, which also
 read the one-thread medians of *all* records of a CPU, are rewritten on the way in
 (:func:`gnnperf.data.encoding.with_hardware`). Packs are added like shards: ``gnnperf

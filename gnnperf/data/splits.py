@@ -162,7 +162,7 @@ def _validation_strata(rows: Sequence[Data], groups: Sequence[str]) -> dict[str,
 
     Why: validation picks the checkpoint and calibrates the interval, so every kind of
     record the test split holds should be in it. Drawn from all groups alike, it could
-    hold no ``tuned`` record at all (those are a few percent of the data).
+    hold no ``best-of`` record at all (those are a few percent of the data).
     """
     kinds = [BuildConfig.parse(str(getattr(d, "build", "default"))).kind for d in rows]
     share = Counter(kinds)

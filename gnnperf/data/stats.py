@@ -149,7 +149,7 @@ def dataset_stats(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
         "latency_ms_max": float(max(lat)) if lat else None,
         "per_family": dict(sorted(per_family.items())),
         "per_hw": dict(sorted(per_hw.items())),
-        # the names the kernel-dataset issue checks its `tuned` target by
+        # the names the kernel-dataset issue checks its `best-of` (then `tuned`) target by
         "records_by_build": dict(sorted(per_build.items())),
         "models_by_build": dict(sorted(models_per_build.items())),
         # the same without repeats: a model id whose graph another seed already drew

@@ -148,7 +148,7 @@ class KernelStatics:
     missing: list[str]
 
     def candidate_features(self) -> dict[str, Any]:
-        """The analyses as a kernel record and a ``tuned`` kernel's candidate store them
+        """The analyses as a kernel record and a ``best-of`` kernel's candidate store them
         (no hash: the record's workload and the candidate's kernel have their own).
         Shallow, unlike ``asdict``: the lists are shared (read, never changed), and
         deep-copying 100,000 schedules' features took minutes."""

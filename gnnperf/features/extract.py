@@ -105,9 +105,10 @@ def extract_graph(lowered: LoweredModel, *, ms_features: bool = True) -> KernelG
                     else:
                         param_bytes += nbytes
                 if name not in func_cache:
-                    # a tuned build is described by its workloads (see gnnperf.lowering.schedules)
+                    # a searched build is described by its workloads (see
+                    # gnnperf.lowering.schedules)
                     analysed = (lowered.unscheduled.get(name, func)
-                                if lowered.build.kind == "tuned" else func)
+                                if lowered.build.searched else func)
                     func_cache[name] = kernel_statics(analysed, lowered.target, ms_features)
                 statics = func_cache[name]
                 flops, loops, msf, shash = (statics.flops, statics.loops,
@@ -154,8 +155,8 @@ def extract_graph(lowered: LoweredModel, *, ms_features: bool = True) -> KernelG
                     ms_features=list(msf),
                     missing=missing,
                     schedule_fallback=lowered.schedule_fallbacks.get(name, ""),
-                    # a tuned build is described by its workloads, whose trace is empty
-                    schedule_trace=(lowered.traces.get(name) if lowered.build.kind != "tuned"
+                    # a searched build is described by its workloads, whose trace is empty
+                    schedule_trace=(lowered.traces.get(name) if not lowered.build.searched
                                     else None),
                 )
             )

@@ -26,7 +26,7 @@ def tensor_bytes(shape: Iterable[int], dtype: str) -> int:
 
 def has_parallel_loop(loops: Mapping[str, float]) -> bool:
     """Whether analyses ``loops`` (:data:`gnnperf.features.schema.LOOP_KEYS`) hold a
-    parallel loop: a kernel's, or one of a ``tuned`` kernel's candidate schedules'."""
+    parallel loop: a kernel's, or one of a ``best-of`` kernel's candidate schedules'."""
     return float(loops.get("parallel_extent", 1.0)) > 1.0
 
 
@@ -59,7 +59,7 @@ class KernelNode:
     #: (``sampled:*``); None for other builds, builtins, and graphs from before traces were
     #: kept. What the kernel cost model reads as the schedule's decisions.
     schedule_trace: list[Any] | None = None
-    #: ``tuned`` builds only: the S schedules tuning picks this kernel's from (sampled, not
+    #: ``best-of`` builds only: the S schedules the search picks this kernel's from (sampled, not
     #: measured), each ``{"features": {flops, loops, ms_features, missing}, "trace": ...}``
     #: as a kernel record stores them. Kept out of stored graphs (see ``to_dict``).
     candidates: list[dict[str, Any]] = field(default_factory=list)
@@ -111,7 +111,7 @@ class KernelGraph:
 
     def with_candidates(self, candidates: Callable[[KernelNode], list[dict[str, Any]]]
                         ) -> KernelGraph:
-        """A copy whose TIR kernels carry ``candidates(node)`` (a ``tuned`` build's)."""
+        """A copy whose TIR kernels carry ``candidates(node)`` (a ``best-of`` build's)."""
         return replace(self, nodes=[replace(n, candidates=candidates(n)) if n.kind == "tir"
                                     else n for n in self.nodes])
 

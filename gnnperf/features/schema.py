@@ -13,8 +13,9 @@ from __future__ import annotations
 import hashlib
 from functools import lru_cache
 
+from gnnperf.errors import BuildConfigError
 from gnnperf.features.vocabulary import ANALYSES, MS_FEATURE_DIM, OP_PATTERNS
-from gnnperf.lowering.build_config import BUILD_KINDS
+from gnnperf.lowering.build_config import BuildConfig
 
 SCHEMA_VERSION = 1
 
@@ -83,9 +84,25 @@ HARDWARE: tuple[str, ...] = (
     "ref_missing",
 )
 
-#: one-hot build kind on every node: the unfused operator graph (an ablation) has no
-#: other way to know the build
-BUILD: tuple[str, ...] = tuple(f"build_{kind}" for kind in BUILD_KINDS)
+#: per build kind, the slot of the one-hot build column it sets on every node (the unfused
+#: operator graph, an ablation, has no other way to know the build). ``best-of`` builds set
+#: the slot named ``tuned``: that was their name when the shipped estimators learned them
+#: (a column keeps its name, or every checkpoint would have to be trained again).
+#: ``tuned:N`` builds have no slot: no estimator has learned them yet (issue 47).
+BUILD_SLOTS: dict[str, str] = {"default": "default", "dlight": "dlight", "sampled": "sampled",
+                               "best-of": "tuned"}
+BUILD: tuple[str, ...] = tuple(f"build_{slot}" for slot in BUILD_SLOTS.values())
+
+
+def build_slot(build: str | BuildConfig) -> str:
+    """The build column ``build`` sets (:data:`BUILD_SLOTS`); a one-line
+    :class:`BuildConfigError` for a build no estimator has learned."""
+    config = BuildConfig.parse(build)
+    if config.kind not in BUILD_SLOTS:
+        raise BuildConfigError(f"no estimator has learned {config.kind}:N builds yet; the "
+                               "searched build predicted today is best-of:16 (the best of 16 "
+                               "random schedules per kernel)")
+    return BUILD_SLOTS[config.kind]
 
 
 def node_feature_names() -> list[str]:

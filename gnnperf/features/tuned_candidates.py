@@ -1,10 +1,10 @@
-"""A ``tuned`` kernel's candidate schedules, drawn without measuring them.
+"""A ``best-of:S`` kernel's candidate schedules, drawn without measuring them.
 
-The ``tuned`` build runs each kernel with the fastest of the S schedules that seeds
+The ``best-of:S`` build runs each kernel with the fastest of the S schedules that seeds
 ``0..S-1`` draw from MetaSchedule's design space (:mod:`gnnperf.lowering.schedules`). Which of them
 is fastest takes measuring; what they are does not. A prediction for a model nobody
 tuned draws them here and describes each as a kernel record stores it (analyses and
-trace), so the kernel cost model can predict the best one instead of guessing a tuned
+trace), so the kernel cost model can predict the best one instead of guessing a searched
 time from the unscheduled kernel alone.
 """
 
@@ -15,11 +15,12 @@ from typing import Any
 from gnnperf.features.analyses import kernel_statics
 from gnnperf.features.extract import extract_graph
 from gnnperf.features.graph import KernelGraph
+from gnnperf.lowering.build_config import BEST_OF_SCHEDULES
 from gnnperf.lowering.pipeline import LoweredModel
-from gnnperf.lowering.schedules import TUNED_SCHEDULES, cached_sampled_schedule, kernel_hash
+from gnnperf.lowering.schedules import cached_sampled_schedule, kernel_hash
 
 
-def kernel_candidates(func: Any, target: Any, schedules: int = TUNED_SCHEDULES
+def kernel_candidates(func: Any, target: Any, schedules: int = BEST_OF_SCHEDULES
                       ) -> list[dict[str, Any]]:
     """The distinct schedules seeds ``0..schedules-1`` draw for ``func`` (an unscheduled
     kernel), as :attr:`~gnnperf.features.KernelNode.candidates`; seeds whose draw fails
@@ -39,12 +40,12 @@ def kernel_candidates(func: Any, target: Any, schedules: int = TUNED_SCHEDULES
     return out
 
 
-def graph_for_prediction(lowered: LoweredModel, schedules: int = TUNED_SCHEDULES
-                         ) -> KernelGraph:
-    """:func:`extract_graph`, and for a ``tuned`` build each kernel's candidates."""
+def graph_for_prediction(lowered: LoweredModel) -> KernelGraph:
+    """:func:`extract_graph`, and for a ``best-of:S`` build each kernel's S candidates."""
     graph = extract_graph(lowered)
-    if lowered.build.kind != "tuned":
+    if lowered.build.kind != "best-of":
         return graph
+    schedules = lowered.build.trials
     return graph.with_candidates(
         lambda n: kernel_candidates(lowered.unscheduled[n.name], lowered.target, schedules)
         if n.name in lowered.unscheduled else [])

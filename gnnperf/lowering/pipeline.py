@@ -58,7 +58,7 @@ class LoweredModel:
     schedule_fallbacks: dict[str, str] = field(default_factory=dict)
     #: each kernel as fusion left it, before the build scheduled it: its workload
     unscheduled: dict[str, tirx.PrimFunc] = field(default_factory=dict)
-    #: kernel → MetaSchedule trace JSON of its schedule (sampled and tuned builds)
+    #: kernel → MetaSchedule trace JSON of its schedule (sampled and searched builds)
     traces: dict[str, list[Any]] = field(default_factory=dict)
 
     def primfuncs(self) -> dict[str, tirx.PrimFunc]:
@@ -113,7 +113,7 @@ def lower(
     database: Any = None,
 ) -> LoweredModel:
     """Run TVM's pipeline for ``target`` on an imported Relax module, scheduling per ``build``
-    (``database``: the MetaSchedule database of a ``tuned`` build)."""
+    (``database``: the MetaSchedule database of a searched build, ``best-of`` or ``tuned``)."""
     target = _as_target(target)
     build = BuildConfig.parse(build)
     backend = _backend(target)

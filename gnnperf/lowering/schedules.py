@@ -10,16 +10,21 @@ tiled, vectorized and parallelized. Three are supported:
   space (multi-level tiling, parallel/vectorize/unroll, auto-inline) with its
   post-processors, without any measurement. The draw is seeded by SEED and the
   kernel's structural hash, so one kernel gets one schedule in every model;
-- ``tuned``: each kernel gets the fastest of the S schedules measured for its workload
-  on the hardware config (best of ``sampled:0`` .. ``sampled:S-1``, timed alone; S is
-  stored with the kernel records), read from a MetaSchedule database built from the
-  kernel dataset. This is what a TVM user gets from tuning with S random trials per
-  kernel. A kernel the database does not hold stays unscheduled, and says so.
+- ``best-of:S``: each kernel gets the fastest of the S schedules measured for its
+  workload on the hardware config (best of ``sampled:0`` .. ``sampled:S-1``, timed alone;
+  S is stored with the kernel records), read from a MetaSchedule database built from the
+  kernel dataset: MetaSchedule's ReplayTrace search at S trials per kernel (called
+  ``tuned`` until 2026-11-28);
+- ``tuned:N``: each kernel gets the fastest schedule MetaSchedule's evolutionary search
+  found in N trials (:mod:`gnnperf.collect.kernels.tuning`), what TVM's
+  ``static_shape_tuning`` gives a user at ``max_trials_per_task=N``.
 
-Features are read from the scheduled TIR this pass returns, except under ``tuned``:
-there they are read from the unscheduled kernel, because a prediction for a model
-never tuned has no tuned schedule to read (the estimator learns the tuned time from
-the workload itself).
+Both searched builds take their database from the caller, as ``MetaScheduleApplyDatabase``
+does; a kernel the database does not hold stays unscheduled, and says so. Features are
+read from the scheduled TIR this pass returns, except under the searched builds: there
+they are read from the unscheduled kernel, because a prediction for a model never tuned
+has no tuned schedule to read (the estimator learns the searched time from the workload
+itself).
 """
 
 from __future__ import annotations
@@ -243,11 +248,6 @@ def sample_schedule(
     return None if sch is None else sch.mod["main"]
 
 
-#: S of the ``tuned`` build: the schedules drawn per kernel (seeds 0..S-1), as many as the
-#: kernel dataset measures per workload by default
-TUNED_SCHEDULES = 16
-
-
 class AppliedBuild(NamedTuple):
     """A fused module scheduled by a build, and what the scheduling left behind."""
 
@@ -255,7 +255,7 @@ class AppliedBuild(NamedTuple):
     #: kernels left unscheduled because their schedule could not be made → why
     fallbacks: dict[str, str]
     #: kernel → MetaSchedule trace (``Trace.as_json()``) of the schedule it got, for the
-    #: builds whose schedules MetaSchedule makes (``sampled:*``, ``tuned``)
+    #: builds whose schedules MetaSchedule makes (``sampled:*``, ``best-of:S``, ``tuned:N``)
     traces: dict[str, list[Any]]
 
 
@@ -332,17 +332,18 @@ def apply_build(mod: tvm.IRModule, build: BuildConfig, target: tvm.target.Target
     Returns the module, per kernel left unscheduled because its schedule could not be
     made, why (a model TVM compiles must still get a graph and a prediction), and the
     MetaSchedule trace of each kernel's schedule where MetaSchedule made it.
-    ``database`` (a MetaSchedule database, see
-    :func:`gnnperf.collect.kernels.tuned_database`) gives the ``tuned`` schedules; without
-    one a ``tuned`` build is lowered for prediction only (its kernels stay unscheduled).
+    ``database`` (a MetaSchedule database: :func:`gnnperf.collect.kernels.tuned_database`
+    for ``best-of``, :func:`gnnperf.collect.kernels.tuning_database` for ``tuned:N``) gives
+    a searched build its schedules; without one it is lowered for prediction only (its
+    kernels stay unscheduled).
     """
     if build.kind == "default":
         return AppliedBuild(mod, {}, {})
-    if build.kind == "tuned":
+    if build.searched:
         if database is None:
             return AppliedBuild(mod, {}, {})
         return _schedule_each(mod, lambda f: _database_schedule(f, target, database),
-                              "tuned")
+                              str(build))
     if build.kind == "dlight":
         return _schedule_each(mod, lambda f: _dlight_schedule(f, target), "dlight")
     return _schedule_each(mod, lambda f: cached_sampled_schedule(f, target, build.seed),

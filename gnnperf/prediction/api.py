@@ -34,6 +34,7 @@ from gnnperf.estimators.types import (
     default_checkpoint,
 )
 from gnnperf.features import KernelGraph
+from gnnperf.features.schema import build_slot
 from gnnperf.hardware.spec import HardwareSpec, available_cores
 from gnnperf.lowering.build_config import BuildConfig
 from gnnperf.prediction.graphs import (
@@ -61,6 +62,14 @@ def _predictor(checkpoint: str | os.PathLike[str] | None) -> Predictor:
     return load_predictor(checkpoint)
 
 
+def learned_build(build: str) -> str:
+    """``build`` in its canonical form, or a one-line :class:`BuildConfigError` before any
+    lowering for a build no estimator has learned (``tuned:N``, issue 47)."""
+    config = BuildConfig.parse(build)
+    build_slot(config)
+    return str(config)
+
+
 def predict(
     onnx_path: str | os.PathLike[str] | onnx.ModelProto,
     hw: HardwareSpec | dict[str, Any] | str = "local",
@@ -78,7 +87,7 @@ def predict(
     unseen-CPU prior (said there too).
     """
     start = time.perf_counter()
-    build = str(BuildConfig.parse(build))
+    build = learned_build(build)
     target_hw = HardwareSpec.coerce(hw)
     graph: KernelGraph | None = None
     background: BackgroundLowering | None = None
@@ -117,7 +126,7 @@ def predict_many(
     models whose graph is in the feature cache skip lowering. The others are lowered by
     ``workers`` processes (default: one per core, serial for a single model) sharing the
     feature cache; ``progress`` shows a tqdm bar."""
-    build = str(BuildConfig.parse(build))
+    build = learned_build(build)
     predictor = _predictor(checkpoint)
     spec = predictor.hardware(hw)
     for m in models:

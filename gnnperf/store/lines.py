@@ -90,7 +90,10 @@ class RecordLine(TypedDict):
     settings: NotRequired[dict[str, Any]]
     timings: NotRequired[dict[str, float]]
     versions: NotRequired[dict[str, str]]
-    tuned: NotRequired[dict[str, Any]]
+    #: a ``best-of:S`` record: S and the rule that picked each kernel's schedule
+    best_of: NotRequired[dict[str, Any]]
+    #: a ``tuned:N`` record: the search, its seed and N
+    tuning: NotRequired[dict[str, Any]]
     schema: NotRequired[int]
     crc: NotRequired[str]
 

@@ -39,8 +39,8 @@ from gnnperf.collect.models import Collector, CollectSummary, package_versions
 from gnnperf.errors import GnnperfError, one_line
 from gnnperf.frontend import import_to_relax, load_onnx
 from gnnperf.hardware.spec import HardwareSpec
+from gnnperf.lowering.build_config import BEST_OF_SCHEDULES, BuildConfig
 from gnnperf.lowering.pipeline import lower
-from gnnperf.lowering.schedules import TUNED_SCHEDULES
 from gnnperf.measure import MeasureSettings, WorkerPool, wait_for_quiet
 from gnnperf.measure.local import FuncBatch, time_funcs
 from gnnperf.measure.reference import reference_library
@@ -49,7 +49,7 @@ from gnnperf.store.folder import DatasetFolder
 from gnnperf.store.shards import ShardWriter, iter_lines
 
 #: schedules drawn per workload (MetaSchedule's design space, seeds 0..S-1)
-DEFAULT_SCHEDULES = TUNED_SCHEDULES
+DEFAULT_SCHEDULES = BEST_OF_SCHEDULES
 #: the unscheduled kernel runs at about 1 GFLOP/s; above this it is not timed
 MAX_UNSCHEDULED_GFLOP = 0.5
 
@@ -57,7 +57,7 @@ MAX_UNSCHEDULED_GFLOP = 0.5
 @dataclass
 class KernelSummary(CollectSummary):
     """``done`` counts workloads timed; ``measurements`` the schedules timed in all;
-    ``tuned`` the whole-model ``tuned`` records."""
+    ``tuned`` the whole-model ``best-of`` records."""
 
     measurements: int = 0
     tuned: CollectSummary = field(default_factory=CollectSummary)
@@ -68,7 +68,7 @@ class KernelSummary(CollectSummary):
 
     def line(self) -> str:
         return (f"{self.measurements} kernel measurements ({self.rate_per_hour:.0f}/h); "
-                f"workloads: {super().line()}; whole-model tuned records: "
+                f"workloads: {super().line()}; whole-model best-of records: "
                 f"{self.tuned.line()}")
 
 
@@ -96,7 +96,7 @@ class _Drawn:
 
 
 def _covers_tuned(line: dict[str, Any]) -> bool:
-    """Whether a line closing a (workload, hardware) pair covers it for a ``tuned`` build:
+    """Whether a line closing a (workload, hardware) pair covers it for a ``best-of`` build:
     the pair was measured, or its kernel never runs (nothing to schedule)."""
     return line["kind"] == "kernel_done" or line["stage"] == NOT_EXECUTED
 
@@ -105,7 +105,7 @@ def _progress(folder: Path) -> tuple[set[str], set[str], dict[str, Any],
                                      dict[tuple[str, str], set[str]]]:
     """What a collector resumes from, in one pass over ``folder``'s shards: the
     ``workload|hw_id`` pairs finished (measured, failed or never executed), those that
-    count as covered for a ``tuned`` build (measured, or never executed), the workloads
+    count as covered for a ``best-of`` build (measured, or never executed), the workloads
     written (MetaSchedule's JSON of each) and the (model, ISA) pairs written, with the
     workload ids of each."""
     done: set[str] = set()
@@ -138,6 +138,8 @@ class KernelCollector:
         self.folder = self.root.kernels
         self.tuned = tuned
         self.schedules = schedules
+        #: the whole-model build its measured schedules give (``best-of:S``)
+        self.best_of = str(BuildConfig("best-of", trials=schedules))
         self.settings = settings or MeasureSettings(quiet_timeout_s=float("inf"))
         self.max_unscheduled_gflop = max_unscheduled_gflop
         self.isas: dict[str, list[int]] = {}
@@ -150,7 +152,7 @@ class KernelCollector:
         self.writer = ShardWriter(self.folder, shard_prefix or f"kernels-{host}")
         self.hw_specs: dict[tuple[str, int], HardwareSpec] = {}
         #: per hardware id, the measured schedules as a MetaSchedule database, kept
-        #: current as records are written, and the collector of whole-model tuned records
+        #: current as records are written, and the collector of whole-model best-of records
         self.databases: dict[str, Any] = {}
         self.tuned_collectors: dict[str, Collector] = {}
         self.workers = WorkerPool()
@@ -176,9 +178,9 @@ class KernelCollector:
                                          require=False)
 
     def cheapest_tuned_first(self, specs: Sequence[zoo.ModelSpec]) -> list[zoo.ModelSpec]:
-        """``specs`` in the order that gives whole-model ``tuned`` records soonest
+        """``specs`` in the order that gives whole-model ``best-of`` records soonest
         (:func:`.ordering.cheapest_tuned_first`), judged from what the collector has
-        stored so far (the ``tuned`` keys done are the whole-model collectors')."""
+        stored so far (the ``best-of`` keys done are the whole-model collectors')."""
         if not self.tuned:
             raise GnnperfError("ordering for tuned records needs a collector that makes them")
         if not self.hw_specs:
@@ -190,16 +192,17 @@ class KernelCollector:
             isa_hw_ids.setdefault(isa, []).append(h.hw_id)
         sizes = family_workloads(self.models_written)
         costs = {s.model_id: tuned_cost(s.model_id, isa_hw_ids, self.models_written, self.done,
-                                        self.covered, tuned_done, sizes) for s in specs}
+                                        self.covered, tuned_done, sizes, build=self.best_of)
+                 for s in specs}
         return cheapest_tuned_first(specs, costs)
 
     def tuned_collector(self, hw: HardwareSpec) -> Collector:
-        """Whole-model ``tuned`` records of ``hw``, into the dataset's record shards."""
+        """Whole-model ``best-of`` records of ``hw``, into the dataset's record shards."""
         if hw.hw_id not in self.tuned_collectors:
             self.tuned_collectors[hw.hw_id] = Collector(
-                self.root.shards, [(hw.isa, hw.threads)], ["tuned"], settings=self.settings,
-                database=self.databases[hw.hw_id],
-                record_extra={"tuned": {"schedules_per_workload": self.schedules,
+                self.root.shards, [(hw.isa, hw.threads)], [self.best_of],
+                settings=self.settings, database=self.databases[hw.hw_id],
+                record_extra={"best_of": {"schedules_per_workload": self.schedules,
                                         "rule": "fastest mean of the sampled schedules "
                                                 "measured alone (MetaSchedule top-1)"}},
                 shard_prefix=f"tuned-{socket.gethostname().split('.')[0] or 'host'}-"
@@ -218,7 +221,7 @@ class KernelCollector:
         Two kernels with one structure (one workload id) may name their blocks and buffers
         differently, and a schedule's trace names the blocks it transforms: drawn on the
         stored function, the schedules replay on the stored workload, as MetaSchedule's
-        database (and the ``tuned`` build that queries it) replays them."""
+        database (and the ``best-of`` build that queries it) replays them."""
         from tvm.s_tir.meta_schedule.database import Workload
 
         if w.workload_id not in self.stored_funcs:
@@ -393,7 +396,7 @@ class KernelCollector:
         record = TuningRecord(cand.trace, db.commit_workload(w.module()),
                               [v / 1e3 for v in timing.stats.samples_ms], hw.target(),
                               ArgInfo.from_prim_func(w.func))
-        if cand.seeds:  # the tuned build's database learns of it at once
+        if cand.seeds:  # the best-of build's database learns of it at once
             db.commit_tuning_record(record)
         cand_id = f"{int(tvm_ffi.structural_hash(cand.func)) & 0xFFFFFFFFFFFF:012x}"
         self.writer.append({
@@ -414,7 +417,7 @@ class KernelCollector:
 
     def _close_pair(self, line: dict[str, Any]) -> None:
         """Write the line that closes a (workload, hardware) pair and note it as done and,
-        by the same rule :func:`_progress` reads back, as covered for a ``tuned`` build."""
+        by the same rule :func:`_progress` reads back, as covered for a ``best-of`` build."""
         self.writer.append(line)
         self.done.add(line["key"])
         if _covers_tuned(line):
@@ -443,7 +446,7 @@ def collect_kernels(out: str | Path, specs: Sequence[zoo.ModelSpec],
     stops cleanly after ``max_minutes`` (the model in progress is finished first).
 
     ``order``: ``given`` visits ``specs`` as given; ``cheapest-tuned`` visits next, each
-    time, the model whose whole-model ``tuned`` records need the fewest kernel
+    time, the model whose whole-model ``best-of`` records need the fewest kernel
     measurements, and skips those with nothing left to do
     (:func:`.ordering.cheapest_tuned_first`)."""
     if order not in ORDERS:

@@ -213,7 +213,7 @@ def _nothing_measured(root: str | os.PathLike[str] | DatasetFolder | None, hw_id
 def tuned_databases(root: str | os.PathLike[str] | DatasetFolder | None,
                     hw_ids: Collection[str], *, require: bool = True) -> dict[str, Any]:
     """Per hardware id, an in-memory MetaSchedule database of its fastest measured schedule
-    per workload: what the ``tuned`` build applies (MetaSchedule ranks a workload's records
+    per workload: what the ``best-of`` build applies (MetaSchedule ranks a workload's records
     by mean run time, so the others would never be read; :func:`export_database` keeps
     all). The shards are read once for all the ids.
 

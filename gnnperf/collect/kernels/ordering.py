@@ -1,6 +1,7 @@
-"""Which zoo model the kernel collector visits next, when ``tuned`` records are the goal.
+"""Which zoo model the kernel collector visits next, when ``best-of`` records are the goal
+(the searched build the kernel dataset gives, called ``tuned`` here until 2026-11-28).
 
-A whole-model ``tuned`` record of a (model, hardware config) needs every workload of
+A whole-model ``best-of`` record of a (model, hardware config) needs every workload of
 the model measured on that config, and workloads are shared: a model whose kernels
 other models already brought in costs nothing but its own whole-model timing. Visiting
 models in the zoo's order spends hours on large new workloads while such models wait.
@@ -23,6 +24,7 @@ from statistics import median
 
 from gnnperf import zoo
 from gnnperf.collect.models import record_key
+from gnnperf.lowering.build_config import BEST_OF_SCHEDULES
 
 
 @dataclass(frozen=True)
@@ -65,8 +67,9 @@ def tuned_cost(model_id: str, isa_hw_ids: Mapping[str, Sequence[str]],
                model_workloads: Mapping[tuple[str, str], Collection[str]],
                done: Collection[str], covered: Collection[str],
                tuned_done: Collection[str],
-               family_sizes: Mapping[str, float] | None = None) -> TunedCost:
-    """The cost of ``model_id``'s ``tuned`` records on the hardware ids of each ISA.
+               family_sizes: Mapping[str, float] | None = None, *,
+               build: str = f"best-of:{BEST_OF_SCHEDULES}") -> TunedCost:
+    """The cost of ``model_id``'s ``build`` (best-of) records on the hardware ids of each ISA.
 
     ``done`` and ``covered`` hold ``workload|hw_id`` pairs as the collector keeps them (a
     pair done but not covered failed, so that config can never have a tuned record of the
@@ -88,14 +91,14 @@ def tuned_cost(model_id: str, isa_hw_ids: Mapping[str, Sequence[str]],
             pairs = [f"{w}|{hw_id}" for w in workloads]
             measure += sum(p not in done for p in pairs)
             blocked = any(p in done and p not in covered for p in pairs)
-            if not blocked and record_key(model_id, hw_id, "tuned") not in tuned_done:
+            if not blocked and record_key(model_id, hw_id, build) not in tuned_done:
                 records += 1
     return TunedCost(records, measure)
 
 
 def cheapest_tuned_first(specs: Sequence[zoo.ModelSpec],
                          costs: Mapping[str, TunedCost]) -> list[zoo.ModelSpec]:
-    """``specs`` with the fewest measurements per ``tuned`` record first (ties keep the
+    """``specs`` with the fewest measurements per ``best-of`` record first (ties keep the
     given order); then the models never lowered, fewest estimated measurements per
     record first; then those that can give no record but still have workloads to
     measure. A model with nothing left to do is dropped."""

@@ -71,6 +71,18 @@ def tuning_key(workload_id: str, hw_id: str, trials: int) -> str:
     return base if trials % TRIALS_PER_ITERATION == 0 else f"{base}@{trials}"
 
 
+def run_holds(trials: int, measured: int, budget: int) -> bool:
+    """Whether a run of ``trials`` trials that measured ``measured`` candidates holds a
+    ``budget``-trial search: it was one, or ``budget`` is a whole number of its iterations,
+    or the search ran out of new candidates (a small design space) before ``budget``."""
+    if budget == trials:
+        return True
+    exhausted = measured < trials
+    if budget > trials:
+        return exhausted
+    return budget % TRIALS_PER_ITERATION == 0 or (exhausted and budget >= measured)
+
+
 @dataclass
 class TuningRun:
     """One workload tuned on one hardware setting: MetaSchedule's records in trial order."""
@@ -140,15 +152,8 @@ class TuningRun:
         return min(finite, key=window.__getitem__) if finite else None
 
     def covers(self, budget: int) -> bool:
-        """Whether the run holds a ``budget``-trial search: it was one, or ``budget`` is a
-        whole number of its iterations, or the search ran out of new candidates (a small
-        design space) before ``budget`` trials."""
-        if budget == self.trials:
-            return True
-        exhausted = len(self.records) < self.trials
-        if budget > self.trials:
-            return exhausted
-        return budget % TRIALS_PER_ITERATION == 0 or (exhausted and budget >= len(self.records))
+        """Whether the run holds a ``budget``-trial search (:func:`run_holds`)."""
+        return run_holds(self.trials, len(self.records), budget)
 
     def best_ms(self, budget: int | None = None) -> float:
         """The fastest time a ``budget``-trial search found (ms; inf if every trial failed)."""

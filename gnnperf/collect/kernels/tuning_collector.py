@@ -1,6 +1,7 @@
 """The tuning collector (issue 47): every workload of the given models tuned once per
 hardware setting by MetaSchedule's evolutionary search (:func:`.tuning.tune_workload`),
-stored as ``kernel_tuning`` lines in the kernel dataset; resumable.
+stored as ``kernel_tuning`` lines in the kernel dataset, then each model measured whole as
+a ``tuned:N`` build composed from those runs; resumable.
 
 Which workloads: those the model's run calls as kernels, found by one instrumented run of
 its ``default`` build as the kernel collector finds them (a kernel the VM replaces by a
@@ -9,6 +10,12 @@ share is tuned once per hardware setting; one tuned before at fewer trials is ex
 (:func:`.tuning.tune_workload`'s ``extend``), so a 256-trial run holds the 64-trial one.
 The search times its candidates on this machine: nothing else may run beside it, other
 collectors included.
+
+Once every kernel its run calls is tuned on a hardware setting, the model is compiled with
+each kernel's fastest trial of the first N (what ``MetaScheduleApplyDatabase`` applies
+after ``static_shape_tuning`` at ``max_trials_per_task=N``) and measured under
+measurement v2, whole and per kernel, as a ``tuned:N`` record in ``DIR/shards``: for the
+collector's budget and each smaller one of :data:`.tuning.TUNING_BUDGETS` its runs hold.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import socket
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,16 +33,20 @@ from tqdm import tqdm
 from gnnperf import zoo
 from gnnperf.collect.kernels.database import stored_tuning
 from gnnperf.collect.kernels.tuning import (
+    STRATEGY,
     TRIALS_PER_ITERATION,
+    TUNING_BUDGETS,
     TuningRun,
+    run_holds,
     tune_workload,
     tuning_key,
 )
 from gnnperf.collect.kernels.workloads import KernelWorkload, capture_inputs, model_workloads
-from gnnperf.collect.models import CollectSummary, package_versions
+from gnnperf.collect.models import Collector, CollectSummary, package_versions
 from gnnperf.errors import GnnperfError, one_line
 from gnnperf.frontend import import_to_relax, load_onnx
 from gnnperf.hardware.spec import HardwareSpec
+from gnnperf.lowering.build_config import BuildConfig
 from gnnperf.lowering.pipeline import lower
 from gnnperf.measure import MeasureSettings, WorkerPool, other_load, wait_for_quiet
 from gnnperf.store.folder import DatasetFolder
@@ -42,6 +54,25 @@ from gnnperf.store.shards import ShardWriter
 
 #: tuning lines per shard: a 256-trial run's line holds 256 traces (hundreds of KB)
 TUNING_LINES_PER_SHARD = 25
+
+
+@dataclass
+class TuningSummary(CollectSummary):
+    """``done`` counts workloads tuned; ``records`` the whole-model ``tuned:N`` records."""
+
+    records: CollectSummary = field(default_factory=CollectSummary)
+
+    def line(self) -> str:
+        return (f"workloads tuned: {super().line()}; whole-model tuned:N records: "
+                f"{self.records.line()}")
+
+
+def record_budgets(trials: int) -> list[int]:
+    """The ``tuned:N`` builds a collector tuning at ``trials`` per kernel measures whole:
+    its own budget and the smaller ones of :data:`TUNING_BUDGETS` that its runs hold
+    (whole iterations of them)."""
+    smaller = [b for b in TUNING_BUDGETS if b < trials and b % TRIALS_PER_ITERATION == 0]
+    return [*smaller, trials]
 
 
 class TuningCollector:
@@ -60,8 +91,16 @@ class TuningCollector:
         for isa, threads in hw:
             self.isas.setdefault(isa, []).append(threads)
         runs, self.failed = stored_tuning(self.root.kernels)
-        #: per key, the stored run's trials and records (a whole line kept only where this
-        #: collector may extend it)
+        self.budgets = record_budgets(trials)
+        #: per hardware id, its stored runs that hold this collector's budget (a
+        #: ``tuned:N`` build is composed from them), kept current as runs are written
+        self.runs: dict[str, dict[str, TuningRun]] = {}
+        for o in runs.values():
+            if self._line_covers(o):
+                self.runs.setdefault(o["hw_id"], {})[o["workload_id"]] = TuningRun.from_line(o)
+        self.record_collectors: dict[tuple[str, int], Collector] = {}
+        #: the keys whose stored run holds this collector's budget, and the stored lines of
+        #: the others (those it may extend)
         self.covered = {k for k, o in runs.items() if self._line_covers(o)}
         self.extendable = {k: o for k, o in runs.items() if k not in self.covered}
         host = socket.gethostname().split(".")[0] or "host"
@@ -72,7 +111,7 @@ class TuningCollector:
         self.versions = package_versions()
 
     def _line_covers(self, line: dict[str, Any]) -> bool:
-        return line["trials"] >= self.trials or len(line["ms_records"]) < line["trials"]
+        return run_holds(line["trials"], len(line["ms_records"]), self.trials)
 
     def hw(self, isa: str, threads: int) -> HardwareSpec:
         if (isa, threads) not in self.hw_specs:
@@ -87,8 +126,37 @@ class TuningCollector:
     def close(self) -> None:
         self.workers.close()
         self.writer.close()
+        for collector in self.record_collectors.values():
+            collector.close()
 
-    def collect_model(self, spec: zoo.ModelSpec, summary: CollectSummary) -> None:
+    def _records_missing(self, spec: zoo.ModelSpec, hw: HardwareSpec, budget: int) -> bool:
+        collector = self.record_collector(hw, budget)
+        return any(key not in collector.done for *_, key in collector.keys_for(spec))
+
+    def record_collector(self, hw: HardwareSpec, budget: int) -> Collector:
+        """Whole-model ``tuned:budget`` records of ``hw``, into the dataset's record shards,
+        compiled with the schedules of this hardware id's runs (its database grows as
+        runs are written)."""
+        key = (hw.record_hw_id, budget)
+        if key not in self.record_collectors:
+            from tvm.s_tir.meta_schedule.database import MemoryDatabase
+
+            database = MemoryDatabase()
+            for run in self.runs.get(hw.record_hw_id, {}).values():
+                run.commit_to(database, budget)
+            build = str(BuildConfig("tuned", trials=budget))
+            host = socket.gethostname().split(".")[0] or "host"
+            self.record_collectors[key] = Collector(
+                self.root.shards, [(hw.isa, hw.threads)], [build], settings=self.settings,
+                database=database,
+                record_extra={"tuning": {"strategy": STRATEGY, "trials_per_kernel": budget,
+                                         "seed": self.seed,
+                                         "rule": "each kernel's fastest of the first "
+                                                 f"{budget} trials (MetaSchedule top-1)"}},
+                shard_prefix=f"tuned{budget}-{host}-{hw.isa}-{hw.threads}t")
+        return self.record_collectors[key]
+
+    def collect_model(self, spec: zoo.ModelSpec, summary: TuningSummary) -> None:
         onnx_model = None
         for isa, threads_list in self.isas.items():
             stage = "lower"
@@ -98,9 +166,11 @@ class TuningCollector:
                     onnx_model = zoo.export_onnx(spec)
                 lowered = lower(import_to_relax(load_onnx(onnx_model)), hws[0].target(),
                                 "default")
-                todo = [(w, h) for w in model_workloads(lowered) for h in hws
-                        if self.needs(w, h)]
-                if not todo:
+                workloads = model_workloads(lowered)
+                todo = [(w, h) for w in workloads for h in hws if self.needs(w, h)]
+                unmeasured = [(h, b) for h in hws for b in self.budgets
+                              if self._records_missing(spec, h, b)]
+                if not todo and not unmeasured:
                     summary.skipped += 1
                     continue
                 stage = "capture"
@@ -114,6 +184,15 @@ class TuningCollector:
                         self._tune(w, h, spec, summary)
                     else:
                         summary.skipped += 1
+                stage = "record"
+                called = {w.workload_id for w in workloads if w.name in executed}
+                for h in hws:
+                    if called <= set(self.runs.get(h.record_hw_id, {})):
+                        for budget in self.budgets:
+                            self.record_collector(h, budget).run_model(
+                                spec, summary.records, tqdm(disable=True), onnx_model)
+                    else:  # a kernel could not be tuned: no tuned:N build of the model here
+                        summary.records.skipped += len(self.budgets)
             except Exception as exc:
                 summary.failed += 1
                 summary.failures[stage] += 1
@@ -122,7 +201,7 @@ class TuningCollector:
                                     "reason": one_line(exc, 300)})
 
     def _tune(self, w: KernelWorkload, hw: HardwareSpec, spec: zoo.ModelSpec,
-              summary: CollectSummary) -> None:
+              summary: TuningSummary) -> None:
         key = tuning_key(w.workload_id, hw.record_hw_id, self.trials)
         prior = self.extendable.get(key)
         # a stored run extends only from whole iterations (a 2-trial test run does not)
@@ -145,17 +224,22 @@ class TuningCollector:
         self.writer.append(line)
         self.covered.add(key)
         self.extendable.pop(key, None)
+        self.runs.setdefault(run.hw_id, {})[run.workload_id] = run
+        for budget in self.budgets:
+            if (run.hw_id, budget) in self.record_collectors:
+                run.commit_to(self.record_collectors[(run.hw_id, budget)].database, budget)
         summary.done += 1
 
 
 def collect_tuning(out: str | Path, specs: Sequence[zoo.ModelSpec],
                    hw: Sequence[tuple[str, int]], trials: int, *, seed: int = 0,
                    settings: MeasureSettings | None = None, max_minutes: float | None = None,
-                   progress: bool = True) -> CollectSummary:
-    """Tune the workloads of ``specs`` at ``trials`` per workload on each of ``hw``;
-    ``done`` counts workloads tuned. Stops cleanly after ``max_minutes`` (the model in
-    progress is finished first)."""
-    summary = CollectSummary()
+                   progress: bool = True) -> TuningSummary:
+    """Tune the workloads of ``specs`` at ``trials`` per workload on each of ``hw`` and
+    measure each model whose kernels are all tuned as ``tuned:N`` builds
+    (:func:`record_budgets`). Stops cleanly after ``max_minutes`` (the model in progress is
+    finished first)."""
+    summary = TuningSummary()
     start = time.time()
     collector = TuningCollector(out, hw, trials, seed=seed, settings=settings)
     try:

@@ -127,7 +127,7 @@ def kernel_share_weights(y_kernel: torch.Tensor, batch: torch.Tensor, mask: torc
 def build_balance_weights(builds: Sequence[str], power: float) -> dict[str, float]:
     """Per build kind, (records per kind on average / records of this kind) ** ``power``.
 
-    Why: ``tuned`` records are a few percent of the data, so an unweighted loss spends
+    Why: ``best-of`` records are a few percent of the data, so an unweighted loss spends
     almost nothing on them; with ``power`` 1 every kind weighs as much in the whole-model
     loss as any other, with 0 the records weigh equally. Weights average 1 over records.
     """

@@ -3,12 +3,13 @@ to an embedding, read by two heads.
 
 - the **time head** predicts the schedule's log time;
 - the **tuned head** reads the *unscheduled* kernel's row and predicts the best log time
-  over its schedules: the `tuned` build, whose schedules are not known before tuning.
-- **tuned from candidates**: where the S schedules a `tuned` build picks from are known
+  over its sampled schedules: the ``best-of:S`` build (called ``tuned`` when these names,
+  kept in checkpoints, were given), whose schedules are not known before measuring them.
+- **tuned from candidates**: where the S schedules a ``best-of`` build picks from are known
   (drawn, not measured: MetaSchedule's design space, seeds 0..S-1), the best of their
   predicted times plus ``tuned_offset`` (fitted on validation workloads: the minimum of
   S noisy predictions is biased low) replaces the tuned head. On unseen workloads this
-  is what predicts a tuned kernel best (``benchmarks/kernel_model.py``).
+  is what predicts a best-of kernel best (``benchmarks/kernel_model.py``).
 
 The embedding is what the GNN receives on every node, beside the predicted time.
 """
