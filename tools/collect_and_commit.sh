@@ -16,7 +16,7 @@
 # With --kernels it runs `gnnperf collect-kernels` and commits datasets/kernels, and
 # datasets/shards for the whole-model tuned records it adds; with --tuning it runs
 # `gnnperf collect-tuning` (MetaSchedule's evolutionary search per kernel) and commits
-# datasets/kernels. Only those folders are committed (`git commit --only`), never other
+# datasets/kernels and datasets/shards for the whole-model tuned:N records it adds. Only those folders are committed (`git commit --only`), never other
 # staged work.
 set -u
 code=
@@ -32,7 +32,7 @@ if [ "${1:-}" = "--kernels" ]; then
     shift
 elif [ "${1:-}" = "--tuning" ]; then
     command=collect-tuning
-    folder=datasets/kernels
+    folder="datasets/kernels datasets/shards"
     shift
 fi
 minutes=${1:-20}

@@ -164,9 +164,10 @@ def cmd_collect_tuning(args: argparse.Namespace) -> int:
     summary = collect_tuning(
         args.out, list(interleaved_specs(families, args.count, args.start_seed)),
         parse_hw_list(args.hw), args.trials, seed=args.seed,
-        settings=MeasureSettings.waiting_at_most(args.quiet_timeout),
+        settings=MeasureSettings.waiting_at_most(args.quiet_timeout, repeat=args.repeat,
+                                                 **slowdown_override(args)),
         max_minutes=args.max_minutes)
-    print(f"workloads tuned: {summary.line()}")
+    print(summary.line())
     return 1 if summary.all_failed else 0
 
 
@@ -396,7 +397,11 @@ def register_collect_tuning(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-minutes", type=float, default=None,
                    help="stop after the model in progress once this many minutes passed")
     p.add_argument("--quiet-timeout", type=float, default=float("inf"),
-                   help="seconds to wait for a quiet machine before tuning anyway")
+                   help="seconds to wait for a quiet machine before tuning or measuring "
+                        "anyway")
+    p.add_argument("--repeat", type=int, default=10,
+                   help="whole-model samples per tuned:N label")
+    add_max_slowdown(p)
     p.set_defaults(func=cmd_collect_tuning)
 
 
