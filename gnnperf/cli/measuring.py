@@ -166,7 +166,7 @@ def cmd_collect_tuning(args: argparse.Namespace) -> int:
         parse_hw_list(args.hw), args.trials, seed=args.seed,
         settings=MeasureSettings.waiting_at_most(args.quiet_timeout, repeat=args.repeat,
                                                  **slowdown_override(args)),
-        max_minutes=args.max_minutes)
+        max_minutes=args.max_minutes, retry_failed=args.retry_failed)
     print(summary.line())
     return 1 if summary.all_failed else 0
 
@@ -401,6 +401,8 @@ def register_collect_tuning(sub: argparse._SubParsersAction) -> None:
                         "anyway")
     p.add_argument("--repeat", type=int, default=10,
                    help="whole-model samples per tuned:N label")
+    p.add_argument("--retry-failed", action="store_true",
+                   help="measure again whole-model tuned:N records that failed")
     add_max_slowdown(p)
     p.set_defaults(func=cmd_collect_tuning)
 

@@ -80,12 +80,14 @@ class TuningCollector:
 
     def __init__(self, out: str | Path, hw: Sequence[tuple[str, int]], trials: int, *,
                  seed: int = 0, settings: MeasureSettings | None = None,
-                 shard_prefix: str | None = None) -> None:
+                 shard_prefix: str | None = None, retry_failed: bool = False) -> None:
         if trials < 1:
             raise GnnperfError(f"--trials must be at least 1, got {trials}")
         self.root = DatasetFolder.resolve(out)
         self.trials = trials
         self.seed = seed
+        #: whole-model records whose measurement failed are measured again
+        self.retry_failed = retry_failed
         self.settings = settings or MeasureSettings(quiet_timeout_s=float("inf"))
         self.isas: dict[str, list[int]] = {}
         for isa, threads in hw:
@@ -148,7 +150,7 @@ class TuningCollector:
             host = socket.gethostname().split(".")[0] or "host"
             self.record_collectors[key] = Collector(
                 self.root.shards, [(hw.isa, hw.threads)], [build], settings=self.settings,
-                database=database,
+                database=database, retry_failed=self.retry_failed,
                 record_extra={"tuning": {"strategy": STRATEGY, "trials_per_kernel": budget,
                                          "seed": self.seed,
                                          "rule": "each kernel's fastest of the first "
@@ -234,14 +236,15 @@ class TuningCollector:
 def collect_tuning(out: str | Path, specs: Sequence[zoo.ModelSpec],
                    hw: Sequence[tuple[str, int]], trials: int, *, seed: int = 0,
                    settings: MeasureSettings | None = None, max_minutes: float | None = None,
-                   progress: bool = True) -> TuningSummary:
+                   progress: bool = True, retry_failed: bool = False) -> TuningSummary:
     """Tune the workloads of ``specs`` at ``trials`` per workload on each of ``hw`` and
     measure each model whose kernels are all tuned as ``tuned:N`` builds
     (:func:`record_budgets`). Stops cleanly after ``max_minutes`` (the model in progress is
     finished first)."""
     summary = TuningSummary()
     start = time.time()
-    collector = TuningCollector(out, hw, trials, seed=seed, settings=settings)
+    collector = TuningCollector(out, hw, trials, seed=seed, settings=settings,
+                                retry_failed=retry_failed)
     try:
         with tqdm(total=len(specs), desc="tuning", unit="model", disable=not progress) as bar:
             for spec in specs:
