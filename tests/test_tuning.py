@@ -28,7 +28,8 @@ def tiny_workloads():  # noqa: ANN201
 
 
 def _run(run_ms: list[float]) -> TuningRun:
-    return TuningRun("w", "cpu/x86-64-v3/1t", len(run_ms), 0, None, [], run_ms, 0.0)
+    return TuningRun("w", "cpu/x86-64-v3/1t", len(run_ms), 0, None, [None] * len(run_ms),
+                     run_ms, 0.0)
 
 
 def test_the_tuning_curve_and_each_budgets_best_come_from_the_trial_order() -> None:
@@ -115,8 +116,9 @@ def test_which_budgets_a_run_holds() -> None:
     short = _stored("w", 16, [1.0] * 16)
     assert short.covers(16) and not short.covers(64)
     # a search that ran out of candidates after 10 trials holds every larger budget
-    exhausted = _stored("w", 64, [1.0] * 10)
+    exhausted = _stored("w", 64, [1.0] * 9 + [0.5])
     assert exhausted.covers(64) and exhausted.covers(256) and exhausted.covers(16)
+    assert exhausted.best_ms(16) == exhausted.best_ms(256) == 0.5  # all of its trials
     # whole-iteration runs share a key (extended), a 16-trial search has its own
     assert tuning_key("w", "h", 64) == tuning_key("w", "h", 256) != tuning_key("w", "h", 16)
     assert long.best_ms(64) == 1.0 and _stored("w", 2, [math.inf] * 2).best_ms() == math.inf

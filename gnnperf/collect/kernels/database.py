@@ -339,9 +339,12 @@ def tuning_stats(root: str | os.PathLike[str] | DatasetFolder | None = None
                 "workloads": len(held),
                 "minutes_per_workload": statistics.median(
                     r.minutes * min(1.0, budget / r.trials) for r in held.values())}
+            # over the workloads the larger budget searched further (not a search that ran
+            # out of candidates before the smaller one, which holds both alike)
             ratios = [r.best_ms(budget) / shorter[w].best_ms(previous)
                       for w, r in held.items()
-                      if w in shorter and math.isfinite(shorter[w].best_ms(previous))]
+                      if w in shorter and len(r.run_ms) > previous
+                      and math.isfinite(shorter[w].best_ms(previous))]
             if ratios:
                 entry[f"best_over_{previous}"] = statistics.median(ratios)
             by_budget[str(budget)] = entry

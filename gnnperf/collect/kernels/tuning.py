@@ -134,15 +134,16 @@ class TuningRun:
         return out
 
     def _window(self, budget: int | None) -> int:
-        """How many trials a search of ``budget`` trials measured: a whole number of this
-        run's iterations, or all of it."""
-        if budget is None or budget >= self.trials:
+        """How many trials a search of ``budget`` trials measured (all without one): a
+        whole number of this run's iterations, or all of a run that ran out of candidates
+        before ``budget``; :meth:`covers` says which budgets a run holds."""
+        if budget is None:
             return len(self.run_ms)
-        if budget < 1 or budget % TRIALS_PER_ITERATION:
+        if budget < 1 or not self.covers(budget):
             raise GnnperfError(
                 f"a {self.trials}-trial tuning gives only budgets of whole search iterations "
                 f"({TRIALS_PER_ITERATION} trials each), not {budget}")
-        return budget
+        return min(budget, len(self.run_ms))
 
     def best_trial(self, budget: int | None = None) -> int | None:
         """Index of the fastest of the trials a ``budget``-trial search measured (all
