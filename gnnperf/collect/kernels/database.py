@@ -290,7 +290,7 @@ def tuning_runs(root: str | os.PathLike[str] | DatasetFolder | None,
     return [TuningRun.from_line(o) for o in runs.values() if hw_id is None or o["hw_id"] == hw_id]
 
 
-def _runs_at(runs: Iterable[TuningRun], budget: int) -> dict[str, TuningRun]:
+def runs_at(runs: Iterable[TuningRun], budget: int) -> dict[str, TuningRun]:
     """Per workload, the run that holds its ``budget``-trial search: one of that budget, else
     a longer one whose first ``budget`` trials are it."""
     chosen: dict[str, TuningRun] = {}
@@ -307,13 +307,19 @@ def tuning_database(root: str | os.PathLike[str] | DatasetFolder | None, hw_id: 
     longer one), what a ``tuned:budget`` build applies, and the ids of the workloads it
     holds. A workload tuned only at fewer trials is left out (its kernel would get a
     shorter search's schedule)."""
+    chosen = runs_at(tuning_runs(root, hw_id), budget)
+    return compose_database(chosen.values(), budget), set(chosen)
+
+
+def compose_database(runs: Iterable[TuningRun], budget: int) -> Any:
+    """An in-memory MetaSchedule database of the ``budget``-trial searches of ``runs`` (one
+    per workload: :func:`runs_at`)."""
     from tvm.s_tir.meta_schedule.database import MemoryDatabase
 
-    chosen = _runs_at(tuning_runs(root, hw_id), budget)
     db = MemoryDatabase()
-    for run in chosen.values():
+    for run in runs:
         run.commit_to(db, budget)
-    return db, set(chosen)
+    return db
 
 
 def tuning_stats(root: str | os.PathLike[str] | DatasetFolder | None = None
@@ -332,7 +338,7 @@ def tuning_stats(root: str | os.PathLike[str] | DatasetFolder | None = None
         shorter: dict[str, TuningRun] = {}
         previous = 0
         for budget in TUNING_BUDGETS:
-            held = _runs_at(runs, budget)
+            held = runs_at(runs, budget)
             if not held:
                 continue
             entry: dict[str, Any] = {

@@ -26,18 +26,16 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from tqdm import tqdm
 
 from gnnperf import zoo
-from gnnperf.collect.kernels.database import stored_tuning
+from gnnperf.collect.kernels.database import compose_database, runs_at, stored_tuning
 from gnnperf.collect.kernels.tuning import (
     STRATEGY,
     TRIALS_PER_ITERATION,
     TUNING_BUDGETS,
     TuningRun,
-    run_holds,
     tune_workload,
     tuning_key,
 )
@@ -92,19 +90,13 @@ class TuningCollector:
         self.isas: dict[str, list[int]] = {}
         for isa, threads in hw:
             self.isas.setdefault(isa, []).append(threads)
-        runs, self.failed = stored_tuning(self.root.kernels)
+        lines, self.failed = stored_tuning(self.root.kernels)
         self.budgets = record_budgets(trials)
-        #: per hardware id, its stored runs that hold this collector's budget (a
-        #: ``tuned:N`` build is composed from them), kept current as runs are written
-        self.runs: dict[str, dict[str, TuningRun]] = {}
-        for o in runs.values():
-            if self._line_covers(o):
-                self.runs.setdefault(o["hw_id"], {})[o["workload_id"]] = TuningRun.from_line(o)
+        #: per key, the stored run (the one with the most trials), kept current as runs are
+        #: written: what is tuned, what may be extended, and what a tuned:N build is
+        #: composed from
+        self.stored = {k: TuningRun.from_line(o) for k, o in lines.items()}
         self.record_collectors: dict[tuple[str, int], Collector] = {}
-        #: the keys whose stored run holds this collector's budget, and the stored lines of
-        #: the others (those it may extend)
-        self.covered = {k for k, o in runs.items() if self._line_covers(o)}
-        self.extendable = {k: o for k, o in runs.items() if k not in self.covered}
         host = socket.gethostname().split(".")[0] or "host"
         self.writer = ShardWriter(self.root.kernels, shard_prefix or f"tuning-{host}",
                                   max_lines=TUNING_LINES_PER_SHARD)
@@ -112,8 +104,9 @@ class TuningCollector:
         self.workers = WorkerPool()
         self.versions = package_versions()
 
-    def _line_covers(self, line: dict[str, Any]) -> bool:
-        return run_holds(line["trials"], len(line["ms_records"]), self.trials)
+    def runs_at(self, hw: HardwareSpec, budget: int) -> dict[str, TuningRun]:
+        """Per workload, the stored run of ``hw`` that holds its ``budget``-trial search."""
+        return runs_at((r for r in self.stored.values() if r.hw_id == hw.record_hw_id), budget)
 
     def hw(self, isa: str, threads: int) -> HardwareSpec:
         if (isa, threads) not in self.hw_specs:
@@ -123,7 +116,9 @@ class TuningCollector:
     def needs(self, w: KernelWorkload, hw: HardwareSpec) -> bool:
         """Whether ``w`` is still to be tuned on ``hw`` at this collector's budget."""
         key = tuning_key(w.workload_id, hw.record_hw_id, self.trials)
-        return key not in self.covered and f"{key}|{self.trials}" not in self.failed
+        run = self.stored.get(key)
+        return (run is None or not run.covers(self.trials)) \
+            and f"{key}|{self.trials}" not in self.failed
 
     def close(self) -> None:
         self.workers.close()
@@ -141,11 +136,7 @@ class TuningCollector:
         runs are written)."""
         key = (hw.record_hw_id, budget)
         if key not in self.record_collectors:
-            from tvm.s_tir.meta_schedule.database import MemoryDatabase
-
-            database = MemoryDatabase()
-            for run in self.runs.get(hw.record_hw_id, {}).values():
-                run.commit_to(database, budget)
+            database = compose_database(self.runs_at(hw, budget).values(), budget)
             build = str(BuildConfig("tuned", trials=budget))
             host = socket.gethostname().split(".")[0] or "host"
             self.record_collectors[key] = Collector(
@@ -189,7 +180,7 @@ class TuningCollector:
                 stage = "record"
                 called = {w.workload_id for w in workloads if w.name in executed}
                 for h in hws:
-                    if called <= set(self.runs.get(h.record_hw_id, {})):
+                    if called <= set(self.runs_at(h, self.trials)):
                         for budget in self.budgets:
                             self.record_collector(h, budget).run_model(
                                 spec, summary.records, tqdm(disable=True), onnx_model)
@@ -205,10 +196,10 @@ class TuningCollector:
     def _tune(self, w: KernelWorkload, hw: HardwareSpec, spec: zoo.ModelSpec,
               summary: TuningSummary) -> None:
         key = tuning_key(w.workload_id, hw.record_hw_id, self.trials)
-        prior = self.extendable.get(key)
+        prior = self.stored.get(key)
         # a stored run extends only from whole iterations (a 2-trial test run does not)
-        extend = (TuningRun.from_line(prior) if prior is not None
-                  and prior["trials"] % TRIALS_PER_ITERATION == 0 else None)
+        extend = prior if prior is not None and prior.trials % TRIALS_PER_ITERATION == 0 \
+            else None
         before = wait_for_quiet(self.settings.max_other_load, self.settings.quiet_timeout_s)
         try:
             run = tune_workload(w, hw, self.trials, seed=self.seed, extend=extend)
@@ -224,9 +215,7 @@ class TuningCollector:
         line = run.to_line(hw, spec.model_id, w.name, self.versions)
         line["other_load"] = [round(before, 4), round(other_load(), 4)]
         self.writer.append(line)
-        self.covered.add(key)
-        self.extendable.pop(key, None)
-        self.runs.setdefault(run.hw_id, {})[run.workload_id] = run
+        self.stored[key] = run
         for budget in self.budgets:
             if (run.hw_id, budget) in self.record_collectors:
                 run.commit_to(self.record_collectors[(run.hw_id, budget)].database, budget)
