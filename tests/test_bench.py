@@ -16,7 +16,9 @@ from torch_geometric.data import Data
 
 from gnnperf.bench import QUICK, SplitRun, run, targets
 from gnnperf.bench.methods import (
+    _score,
     drop_untrained_builds,
+    one_state_twins,
     pin_unvaried_hardware,
 )
 from gnnperf.bench.report import (
@@ -42,6 +44,7 @@ from gnnperf.estimators.baselines import (
     roofline_kernel_ms,
 )
 from gnnperf.estimators.gnn.training import INTERVAL_Z
+from gnnperf.features.schema import HARDWARE
 from gnnperf.hardware.spec import HardwareSpec
 
 METHODS = {"gnn", "gnn_no_aux", "gnn_no_hw", "gnn_onnx_graph", "measured_kernel_sum",
@@ -217,9 +220,74 @@ def test_the_report_counts_default_builds_predicted_alike_at_every_thread_count(
     assert got["groups"] == 3
     assert got["within_share"] == pytest.approx(200 / 3)
     assert got["worst_spread"] == pytest.approx(10.0)
+    assert got["across_records_within_share"] == got["within_share"]
     assert got["measured_within_share"] == pytest.approx(100.0)
     [target] = [t for t in targets(splits) if "thread count" in t["target"]]
     assert not target["met"] and target["missed_by"] == pytest.approx(100 / 3)
+
+    # with the predictions at one machine state, those are the target; the records' own
+    # (each at the state beside its label) stay beside them
+    result = _result(true, {"gnn": gnn}, key="held_out_architectures", records=records)
+    twin = np.array(gnn)
+    twin[[3, 4]] = 1.0  # m2 alike at one state
+    twin[[6, 7]] = [1.0, 1.06]  # m3 6% apart
+    result.methods["gnn"] = dataclasses.replace(result.methods["gnn"], twin_ms=twin)
+    result = SplitResult.from_dict(json.loads(json.dumps(result.to_dict())))  # stored
+    splits = summarise(split_views([result]), {})
+    got = splits["held_out_architectures"]["thread_invariance"]
+    assert got["one_state_groups"] == 3
+    assert got["within_share"] == pytest.approx(200 / 3)
+    assert got["worst_spread"] == pytest.approx(6.0)
+    assert got["across_records_worst_spread"] == pytest.approx(10.0)
+
+
+def _serial_graph(key: str, hw: float, serial: bool = True) -> Data:
+    """A two-kernel test graph whose hardware columns all hold ``hw``."""
+    width = len(HARDWARE)
+    x = torch.cat([torch.arange(6.0).reshape(2, 3), torch.full((2, width), hw)], dim=1)
+    return Data(x=x, x_kernel=x.clone() + 1, key=key, build=key.rsplit("|", 1)[1],
+                y=torch.tensor([math.log(hw)]),
+                node_serial=torch.tensor([serial, True]),
+                candidates_serial=torch.ones(0, dtype=torch.bool))
+
+
+def test_one_machine_state_twins_take_the_anchor_records_hardware_columns() -> None:
+    """A model's 1-thread and 2-thread default records carry two machine states; their
+    twins all read the state of the record at the most threads (its one-thread view)."""
+    test = [_serial_graph("m1|c/x86-64-v3/1t|default", 1.0),
+            _serial_graph("m1|c/x86-64-v3/2t|default", 2.0),
+            _serial_graph("m2|c/x86-64-v3/1t|default", 3.0),
+            _serial_graph("m2|c/x86-64-v3/2t|default", 4.0, serial=False),
+            _serial_graph("m3|c/x86-64-v3/1t|default", 5.0),
+            _serial_graph("m1|c/x86-64-v3/2t|sampled:0", 6.0)]
+    twins = one_state_twins(test)
+    # m2 has a parallel kernel, m3 one thread count, the sampled build is not serial
+    assert sorted(twins) == [0, 1]
+    width = len(HARDWARE)
+    for i in (0, 1):
+        for table in ("x", "x_kernel"):
+            got, own = getattr(twins[i], table), getattr(test[i], table)
+            assert (got[:, -width:] == getattr(test[1], table)[0, -width:]).all()
+            assert (got[:, :-width] == own[:, :-width]).all()
+    assert (test[0].x[:, -width:] == 1.0).all()  # the test graphs themselves are untouched
+
+
+    class ReadsHardware(ConformalEstimator):
+        """Predicts the hardware column it reads (as ms)."""
+
+        name = "reads_hardware"
+
+        def fit_point(self, train, val) -> None:  # noqa: ANN001 - the interface's types
+            pass
+
+        def predict_point(self, graphs) -> np.ndarray:  # noqa: ANN001
+            return np.array([float(g.x[0, -1]) for g in graphs])
+
+    # the method scored with twins predicts them too: m1 at one state is one latency
+    result = _score(ReadsHardware(), [], test[:2], test, twins)
+    assert list(result.pred_ms) == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    assert list(result.twin_ms[:2]) == [2.0, 2.0] and np.isnan(result.twin_ms[2:]).all()
+    assert _score(ReadsHardware(), [], test[:2], test).twin_ms is None
 
 
 def test_a_held_out_cpu_is_calibrated_per_build_kind_and_thread_count() -> None:

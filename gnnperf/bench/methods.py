@@ -26,7 +26,7 @@ from torch_geometric.data import Data
 
 from gnnperf.bench.config import BenchConfig
 from gnnperf.bench.results import MethodResult, SplitResult
-from gnnperf.bench.splits import SplitRun, build_kind, graph_gflop
+from gnnperf.bench.splits import SplitRun, build_kind, graph_gflop, record_key_parts
 from gnnperf.data import LatencyDataset, feature_names, split_indices
 from gnnperf.data.label_noise import LabelNoise
 from gnnperf.errors import GnnperfError
@@ -50,6 +50,7 @@ from gnnperf.estimators.kernel import (
     train_kernel_model,
     workloads_of_models,
 )
+from gnnperf.features.schema import HARDWARE
 from gnnperf.hardware.spec import host_of
 
 #: GNN variants on the kernel graph; ``gnn_onnx_graph`` trains ``gnn`` on operator graphs.
@@ -175,6 +176,40 @@ def split_kernel_model(root: Path, test_models: set[str], train_models: set[str]
     return SplitKernelModel(path, note, unseen)
 
 
+def one_state_twins(test: Sequence[Data]) -> dict[int, Data]:
+    """The ``default`` test graphs at one machine state: what thread invariance means to a
+    user, who predicts one model at 1 and 2 threads from one ``gnnperf hw`` description.
+
+    Each record carries the machine state measured beside its own label, so a model's
+    1-thread and 2-thread records are otherwise predicted at two states. Per (model, CPU
+    and ISA), the record at the most threads is the anchor; each record of the group (by
+    test position) gets a twin: its own graph with every hardware column set to the
+    anchor's. Only groups whose graphs are serial throughout (every kernel and candidate
+    reads the one-thread view) are twinned: there the anchor's columns *are* that state's
+    one-thread view, the same at every thread count."""
+    width = len(HARDWARE)
+    groups: dict[str, list[tuple[int, int]]] = {}
+    for i, g in enumerate(test):
+        if build_kind(str(g.build)) != "default":
+            continue
+        model, machine, threads, _ = record_key_parts(str(g.key))
+        if bool(g.node_serial.all()) and bool(g.candidates_serial.all()):
+            groups.setdefault(f"{model}|{machine}", []).append((threads, i))
+    twins: dict[int, Data] = {}
+    for members in groups.values():
+        if len({t for t, _ in members}) < 2:
+            continue
+        anchor = test[max(members)[1]]
+        for _, i in members:
+            twin = test[i].clone()
+            for table in ("x", "x_kernel"):
+                rows = getattr(twin, table)
+                tail = getattr(anchor, table)[0, -width:].expand(rows.shape[0], width)
+                setattr(twin, table, torch.cat([rows[:, :-width], tail], dim=1))
+            twins[i] = twin
+    return twins
+
+
 def _gnn_config(run: SplitRun, cfg: BenchConfig, kernel_model: str, overrides: dict[str, Any],
                 device: str) -> TrainConfig:
     """The one training configuration of every GNN variant of a run (the budget rule's)."""
@@ -187,12 +222,19 @@ def _gnn_config(run: SplitRun, cfg: BenchConfig, kernel_model: str, overrides: d
 
 
 def _score(estimator: LatencyEstimator, train: Sequence[Data], val: Sequence[Data],
-           test: Sequence[Data]) -> MethodResult:
-    """Fit ``estimator`` and predict the test graphs: one method's result."""
-    est = estimator.fit(train, val).predict(test)
+           test: Sequence[Data], twins: dict[int, Data] | None = None) -> MethodResult:
+    """Fit ``estimator`` and predict the test graphs (and ``twins``, test position →
+    graph: :func:`one_state_twins`): one method's result."""
+    fitted = estimator.fit(train, val)
+    est = fitted.predict(test)
     if len(est.ms) != len(test):
         raise GnnperfError(f"{estimator.name} was not scored on every test graph")
-    return MethodResult(est.ms, est.low_ms, est.high_ms, est.training)
+    twin_ms = None
+    if twins:
+        positions = sorted(twins)
+        twin_ms = np.full(len(test), np.nan)
+        twin_ms[positions] = fitted.predict([twins[i] for i in positions]).ms
+    return MethodResult(est.ms, est.low_ms, est.high_ms, est.training, twin_ms)
 
 
 def run_split(ds: LatencyDataset, ds_onnx: LatencyDataset, run: SplitRun, cfg: BenchConfig,
@@ -218,6 +260,7 @@ def run_split(ds: LatencyDataset, ds_onnx: LatencyDataset, run: SplitRun, cfg: B
     test = [graphs[i] for i in test_idx]
     methods: dict[str, MethodResult] = {}
     noise = LabelNoise.of(ds.folder)  # what each GNN's loss weights follow
+    twins = one_state_twins(test)
     with tempfile.TemporaryDirectory(prefix="gnnperf-bench-") as tmp:
         split_kernel = split_kernel_model(
             ds.folder.root, {str(g.model_id) for g in test}, {str(g.model_id) for g in train},
@@ -229,7 +272,7 @@ def run_split(ds: LatencyDataset, ds_onnx: LatencyDataset, run: SplitRun, cfg: B
         for name, overrides in GNN_VARIANTS.items():
             gnn = GNNEstimator(_gnn_config(run, cfg, kernel_model, overrides, device), name,
                                noise)
-            methods[name] = _score(gnn, train, val, test)
+            methods[name] = _score(gnn, train, val, test, twins if name == "gnn" else None)
         onnx_gnn = GNNEstimator(_gnn_config(run, cfg, "none", {}, device), "gnn_onnx_graph",
                                 noise)
         onnx_train, onnx_val, onnx_test = ([onnx_graphs[i] for i in idx] for idx in indices)

@@ -26,15 +26,21 @@ class MethodResult:
     high_ms: np.ndarray
     #: how it trained: rounds run and kept, minutes, whether the safety cap ended it
     training: dict[str, Any] = field(default_factory=dict)
+    #: per test record, its prediction at its group's one machine state (NaN where none:
+    #: :func:`gnnperf.bench.methods.one_state_twins`); None for methods not asked, and in
+    #: runs stored before it was recorded
+    twin_ms: np.ndarray | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"pred_ms": _floats(self.pred_ms), "low_ms": _floats(self.low_ms),
-                "high_ms": _floats(self.high_ms), "training": self.training}
+                "high_ms": _floats(self.high_ms), "training": self.training,
+                **({"twin_ms": _floats(self.twin_ms)} if self.twin_ms is not None else {})}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> MethodResult:
         arrays = (np.array(data[k], dtype=float) for k in ("pred_ms", "low_ms", "high_ms"))
-        return cls(*arrays, training=data.get("training", {}))
+        twin = np.array(data["twin_ms"], dtype=float) if "twin_ms" in data else None
+        return cls(*arrays, training=data.get("training", {}), twin_ms=twin)
 
 
 @dataclass
