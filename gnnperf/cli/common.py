@@ -98,6 +98,35 @@ def parse_families(text: str, real_architectures: bool = False) -> list[str]:
     return list(zoo.FAMILIES) + (list(zoo.REAL_ARCHITECTURES) if real_architectures else [])
 
 
+def add_kernel_collector_args(p: argparse.ArgumentParser, what: str, count: int,
+                              hw: str) -> None:
+    """What ``collect-kernels`` and ``collect-tuning`` share: the dataset folder, the zoo
+    models to visit (:func:`zoo_specs`), the hardware configs, when to stop and how
+    quiet the machine must be."""
+    p.add_argument("--out", type=Path, required=True, metavar="DIR",
+                   help=f"dataset folder: {what} go to DIR/kernels")
+    p.add_argument("--families", default="all",
+                   help="comma-separated families, 'corpus', 'sweep', or 'all' (generated "
+                        "and hf-* alike)")
+    p.add_argument("--count", type=int, default=count, help="seeds per family")
+    p.add_argument("--start-seed", type=int, default=0)
+    p.add_argument("--hw", default=hw, help="ISA:THREADS pairs")
+    p.add_argument("--max-minutes", type=float, default=None,
+                   help="stop after the model in progress once this many minutes passed")
+    p.add_argument("--quiet-timeout", type=float, default=float("inf"),
+                   help="seconds to wait for a quiet machine before measuring anyway")
+    add_max_slowdown(p)
+
+
+def zoo_specs(args: argparse.Namespace) -> list[Any]:
+    """The zoo models a kernel collector visits (:func:`add_kernel_collector_args`): each
+    family's seeds, interleaved across families."""
+    from gnnperf.collect.models import interleaved_specs
+
+    families = parse_families(args.families, real_architectures=True)
+    return list(interleaved_specs(families, args.count, args.start_seed))
+
+
 def add_max_slowdown(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-slowdown", type=float, default=None, metavar="RATIO",
                    help="measure only while the speed probe runs at most RATIO times slower "

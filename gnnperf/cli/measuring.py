@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from gnnperf.cli.common import (
+    add_kernel_collector_args,
     add_max_slowdown,
     add_target_args,
     lower_from_args,
@@ -17,6 +18,7 @@ from gnnperf.cli.common import (
     read_plan,
     slowdown_override,
     tuned_schedules,
+    zoo_specs,
 )
 from gnnperf.errors import GnnperfError
 
@@ -140,15 +142,14 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
 def cmd_collect_kernels(args: argparse.Namespace) -> int:
     from gnnperf.collect.kernels import collect_kernels
-    from gnnperf.collect.models import interleaved_specs, parse_hw_list
+    from gnnperf.collect.models import parse_hw_list
     from gnnperf.measure import MeasureSettings
 
     settings = MeasureSettings.waiting_at_most(
         args.quiet_timeout, kernel_repeat=args.repeat, **slowdown_override(args))
-    families = parse_families(args.families, real_architectures=True)
     summary = collect_kernels(
-        args.out, list(interleaved_specs(families, args.count, args.start_seed)),
-        parse_hw_list(args.hw), schedules=args.schedules, settings=settings,
+        args.out, zoo_specs(args), parse_hw_list(args.hw), schedules=args.schedules,
+        settings=settings,
         max_unscheduled_gflop=args.max_unscheduled_gflop, max_minutes=args.max_minutes,
         order=args.order)
     print(summary.line())
@@ -157,13 +158,11 @@ def cmd_collect_kernels(args: argparse.Namespace) -> int:
 
 def cmd_collect_tuning(args: argparse.Namespace) -> int:
     from gnnperf.collect.kernels import collect_tuning
-    from gnnperf.collect.models import interleaved_specs, parse_hw_list
+    from gnnperf.collect.models import parse_hw_list
     from gnnperf.measure import MeasureSettings
 
-    families = parse_families(args.families, real_architectures=True)
     summary = collect_tuning(
-        args.out, list(interleaved_specs(families, args.count, args.start_seed)),
-        parse_hw_list(args.hw), args.trials, seed=args.seed,
+        args.out, zoo_specs(args), parse_hw_list(args.hw), args.trials, seed=args.seed,
         settings=MeasureSettings.waiting_at_most(args.quiet_timeout, repeat=args.repeat,
                                                  **slowdown_override(args)),
         max_minutes=args.max_minutes, retry_failed=args.retry_failed)
@@ -353,27 +352,16 @@ def register_collect_kernels(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("collect-kernels",
                        help="time many sampled schedules of every zoo kernel (kernel dataset, "
                             "resumable)")
-    p.add_argument("--out", type=Path, required=True, metavar="DIR",
-                   help="dataset folder: kernel records go to DIR/kernels")
-    p.add_argument("--families", default="all",
-                   help="comma-separated families, or 'all' (generated and hf-* alike)")
-    p.add_argument("--count", type=int, default=10, help="seeds per family")
-    p.add_argument("--start-seed", type=int, default=0)
-    p.add_argument("--hw", default="x86-64-v3:2,x86-64-v3:1", help="ISA:THREADS pairs")
+    add_kernel_collector_args(p, "kernel records", count=10, hw="x86-64-v3:2,x86-64-v3:1")
     p.add_argument("--schedules", type=int, default=16,
                    help="schedules drawn per workload from MetaSchedule's design space")
     p.add_argument("--repeat", type=int, default=5, help="samples per kernel timing")
     p.add_argument("--max-unscheduled-gflop", type=float, default=0.5,
                    help="time the unscheduled kernel only up to this many GFLOP")
-    p.add_argument("--max-minutes", type=float, default=None,
-                   help="stop after the model in progress once this many minutes passed")
-    p.add_argument("--quiet-timeout", type=float, default=float("inf"),
-                   help="seconds to wait for a quiet machine before measuring anyway")
     p.add_argument("--order", default="given", metavar="{given,cheapest-tuned}",
                    help="visit the models as listed, or next each time the one whose "
                         "whole-model tuned records need the fewest kernel measurements "
                         "(skipping models with nothing left to do)")
-    add_max_slowdown(p)
     p.set_defaults(func=cmd_collect_kernels)
 
 
@@ -383,27 +371,15 @@ def register_collect_tuning(sub: argparse._SubParsersAction) -> None:
                        help="tune every kernel of the given models with MetaSchedule's "
                             "evolutionary search at a trial budget (tuned:N labels; "
                             "resumable, nothing else may run beside it)")
-    p.add_argument("--out", type=Path, required=True, metavar="DIR",
-                   help="dataset folder: tuning runs go to DIR/kernels")
-    p.add_argument("--families", default="all",
-                   help="comma-separated families, 'corpus', or 'all'")
-    p.add_argument("--count", type=int, default=1, help="seeds per family")
-    p.add_argument("--start-seed", type=int, default=0)
-    p.add_argument("--hw", default="x86-64-v3:2", help="ISA:THREADS pairs")
+    add_kernel_collector_args(p, "tuning runs", count=1, hw="x86-64-v3:2")
     p.add_argument("--trials", type=int, default=64,
                    help="trials per kernel; a multiple of 64 extends runs of fewer whole "
                         "iterations")
     p.add_argument("--seed", type=int, default=0, help="the search's seed")
-    p.add_argument("--max-minutes", type=float, default=None,
-                   help="stop after the model in progress once this many minutes passed")
-    p.add_argument("--quiet-timeout", type=float, default=float("inf"),
-                   help="seconds to wait for a quiet machine before tuning or measuring "
-                        "anyway")
     p.add_argument("--repeat", type=int, default=10,
                    help="whole-model samples per tuned:N label")
     p.add_argument("--retry-failed", action="store_true",
                    help="measure again whole-model tuned:N records that failed")
-    add_max_slowdown(p)
     p.set_defaults(func=cmd_collect_tuning)
 
 
