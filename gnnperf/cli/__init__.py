@@ -4,7 +4,7 @@ Every :class:`gnnperf.errors.GnnperfError` becomes one line on stderr and exit
 code 2; ``--debug`` shows the traceback instead.
 
 The subcommands live in :mod:`.measuring` (graph, measure, collect, collect-kernels,
-collect-tuning, hw), :mod:`.modelling` (train, train-kernels, predict, rank, bench) and
+collect-tuning, hw), :mod:`.modelling` (train, train-kernels, predict, advise, rank, bench) and
 :mod:`.datasets` (dataset); their shared helpers in :mod:`.common`. Heavy libraries (torch,
 TVM) are imported only inside the commands.
 """
@@ -31,6 +31,7 @@ _REGISTER = (
     modelling.register_train,
     modelling.register_train_kernels,
     modelling.register_predict,
+    modelling.register_advise,
     modelling.register_rank,
     datasets.register_dataset,
     modelling.register_bench,

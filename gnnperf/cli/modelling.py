@@ -1,5 +1,5 @@
-"""Subcommands around the models: ``train``, ``train-kernels``, ``predict``, ``rank`` and
-``bench``."""
+"""Subcommands around the models: ``train``, ``train-kernels``, ``predict``, ``advise``,
+``rank`` and ``bench``."""
 
 from __future__ import annotations
 
@@ -96,6 +96,36 @@ def cmd_predict(args: argparse.Namespace) -> int:
             print(f"{k.index:>4}  {k.name[:48]:<48} {k.ms:>10.4f} ms {k.flops / 1e6:>10.3f} MFLOP")
     if args.plot:
         print(f"per-kernel breakdown: {r.plot(args.plot, title=str(args.model))}")
+    return 0
+
+
+def cmd_advise(args: argparse.Namespace) -> int:
+    import warnings
+
+    from gnnperf.prediction.advise import advise
+
+    def numbers(text: str | None, what: str) -> list[int] | None:
+        if text is None:
+            return None
+        try:
+            return [int(t) for t in text.split(",") if t.strip()]
+        except ValueError:
+            raise GnnperfError(f"{what} wants comma-separated integers, got '{text}'") from None
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # each row carries its own reasons
+        advice = advise(args.model, args.hw, threads=numbers(args.threads, "--threads"),
+                        isas=args.isa.split(",") if args.isa else None,
+                        budgets=numbers(args.budgets, "--budgets") or (),
+                        checkpoint=args.checkpoint, root=args.root,
+                        input_shapes=parse_input_shapes(args.input_shape))
+    if args.json:
+        print_json(advice.to_dict())
+    else:
+        print(advice.table())
+        print(f"advised in {advice.seconds:.1f} s")
+    if args.plot:
+        print(f"plot: {advice.plot(args.plot)}", file=sys.stderr if args.json else sys.stdout)
     return 0
 
 
@@ -317,6 +347,28 @@ def register_predict(sub: argparse._SubParsersAction) -> None:
                    help="draw the per-kernel breakdown")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_predict)
+
+
+def register_advise(sub: argparse._SubParsersAction) -> None:
+    """``gnnperf advise``."""
+    p = sub.add_parser("advise", help="predict every build at every thread count and ISA of "
+                                      "the machine, with the gain and cost of tuning")
+    p.add_argument("model", type=Path)
+    p.add_argument("--hw", default="local", help="local (every ISA and thread count of this "
+                                                 "machine), or one described machine")
+    p.add_argument("--threads", default=None, metavar="N,M",
+                   help="thread counts (default: 1 to all cores)")
+    p.add_argument("--isa", default=None, metavar="ISA,ISA",
+                   help="ISAs (default: those the checkpoint trained on that the CPU has)")
+    p.add_argument("--budgets", default="16,64,256", metavar="N,M",
+                   help="tuned:N budgets to advise on, where the checkpoint predicts them")
+    p.add_argument("--checkpoint", type=Path, default=None)
+    p.add_argument("--root", type=Path, default=None, metavar="DIR",
+                   help="dataset whose tuning runs give the tuning cost (default: shipped)")
+    p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0,D1,...")
+    p.add_argument("--plot", type=Path, default=None, metavar="FILE.png")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_advise)
 
 
 def register_rank(sub: argparse._SubParsersAction) -> None:

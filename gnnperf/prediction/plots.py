@@ -77,3 +77,23 @@ def plot_ranking(rows: Sequence[dict[str, Any]], path: str | os.PathLike[str]) -
                      fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     return save_figure(fig, path, dpi=120, bbox_inches="tight")
+
+
+def plot_advice(rows: Sequence[Any], path: str | os.PathLike[str], *, title: str) -> Path:
+    """One bar per (ISA, threads, build) row of ``gnnperf advise`` (``latency_ms``,
+    ``low_ms``, ``high_ms``), its interval as an error bar, a colour per build."""
+    plt = pyplot()
+    builds = list(dict.fromkeys(r.build for r in rows))
+    colours = {b: f"C{i}" for i, b in enumerate(builds)}
+    fig, ax = plt.subplots(figsize=(9, 0.35 * len(rows) + 1.6))
+    for i, r in enumerate(rows):
+        ax.barh(i, r.latency_ms, color=colours[r.build],
+                xerr=[[r.latency_ms - r.low_ms], [r.high_ms - r.latency_ms]],
+                error_kw={"elinewidth": 0.8, "capsize": 2})
+    ax.set_yticks(range(len(rows)), [f"{r.isa} {r.threads}t {r.build}" for r in rows],
+                  fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel("predicted latency (ms), 90% interval")
+    ax.set_title(title, fontsize=9)
+    return save_figure(fig, path, dpi=120, bbox_inches="tight")

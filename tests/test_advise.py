@@ -1,0 +1,107 @@
+"""``gnnperf advise``: every build at every thread count and ISA, with gains and tuning cost."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import pytest
+from test_cli import run_cli
+
+from gnnperf.cli import main
+from gnnperf.hardware.spec import HardwareSpec
+from gnnperf.prediction.advise import Advice, AdviceRow, _cost_at, _tuning_costs, advise
+
+
+@pytest.fixture(scope="module")
+def advice(cnn_onnx: Path) -> Advice:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return advise(cnn_onnx, threads=[1, 2], isas=["x86-64-v3"])
+
+
+def test_every_build_is_advised_at_every_thread_count(advice: Advice, tmp_path: Path) -> None:
+    got = [(r.isa, r.threads, r.build) for r in advice.rows]
+    assert got == [("x86-64-v3", t, b) for t in (1, 2)
+                   for b in ("default", "sampled:0", "best-of:16")]
+    rows = {(r.threads, r.build): r for r in advice.rows}
+    for r in advice.rows:
+        assert 0 < r.low_ms < r.latency_ms < r.high_ms
+        # gains are ratios of the predictions at the same configuration
+        default, sampled = rows[r.threads, "default"], rows[r.threads, "sampled:0"]
+        assert r.over_default == pytest.approx(default.latency_ms / r.latency_ms)
+        if r.build != "sampled:0":
+            assert r.over_sampled == pytest.approx(sampled.latency_ms / r.latency_ms)
+        assert r.tuning_minutes is None  # no tuned:N row: no search to cost
+    # a default build has no parallel loop: one latency at any thread count
+    assert rows[1, "default"].latency_ms == pytest.approx(rows[2, "default"].latency_ms)
+    # tuned:N is skipped with the reason, never guessed
+    assert set(advice.skipped) == {"tuned:16", "tuned:64", "tuned:256"}
+    assert all("no estimator has learned tuned:N" in why for why in advice.skipped.values())
+    assert advice.tunable_workloads > 0
+    table = advice.table()
+    assert table.count("<- fastest") == 1 and "not advised: tuned:64" in table
+    assert json.loads(json.dumps(advice.to_dict()))["rows"][0]["build"] == "default"
+    assert advice.plot(tmp_path / "advice.png").stat().st_size > 1000
+
+
+def test_the_command_prints_the_table_and_json(cnn_onnx: Path, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["advise", str(cnn_onnx), "--threads", "1", "--isa", "x86-64-v3",
+                 "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [r["build"] for r in data["rows"]] == ["default", "sampled:0", "best-of:16"]
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--threads", "0"], "thread counts must lie in 1.."),
+    (["--threads", "one"], "--threads wants comma-separated integers"),
+    (["--budgets", "x"], "--budgets wants comma-separated integers"),
+    (["--hw", str(Path(__file__).parent / "fixtures" / "hw_zen4_v3_2t.json"), "--threads", "1"],
+     "describes one ISA and thread"),
+])
+def test_bad_advice_requests_give_one_line_and_exit_2(args: list[str], needle: str,
+                                                      cnn_onnx: Path) -> None:
+    proc = run_cli("advise", str(cnn_onnx), "--isa", "x86-64-v3", *args)
+    assert proc.returncode == 2, proc.stderr
+    assert needle in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_tuning_cost_comes_from_the_nearest_hardware_tuned() -> None:
+    spec = HardwareSpec.local("x86-64-v3", 2, measure=False)
+    here = spec.record_hw_id
+
+    def at(minutes: float) -> dict:
+        return {"by_budget": {"64": {"workloads": 3, "minutes_per_workload": minutes}}}
+
+    costs = {"other/x86-64-v3/1t": at(0.5), "other/x86-64-v3/2t": at(0.7)}
+    # not tuned here: the same thread count elsewhere, said
+    assert _cost_at(costs, spec, 64) == (0.7, "other/x86-64-v3/2t")
+    assert _cost_at({**costs, here: at(0.9)}, spec, 64) == (0.9, here)
+    assert _cost_at(costs, spec, 256) == (None, "")
+    # a row with a cost says it in the table
+    row = AdviceRow("x86-64-v3", 2, "tuned:64", 1.0, 0.9, 1.1, tuning_minutes=7.0,
+                    tuning_measured_on=here)
+    table = Advice("m.onnx", [row], {}, 10).table()
+    assert "7 min" in table and f"10 workloads x the median minutes per workload of the " \
+                                 f"stored runs on {here}" in table
+
+
+def test_tuning_costs_are_read_once_per_state_of_the_kernel_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[Path] = []
+
+    def stats(root: Path) -> dict:
+        calls.append(root)
+        return {"hw": {"by_budget": {"64": {"minutes_per_workload": float(len(calls))}}}}
+
+    monkeypatch.setattr("gnnperf.collect.kernels.database.tuning_stats", stats)
+    assert _tuning_costs(tmp_path) == {}  # no kernel folder: nothing tuned
+    kernels = tmp_path / "kernels"
+    kernels.mkdir()
+    (kernels / "a.jsonl.gz").write_bytes(b"x")
+    first = _tuning_costs(tmp_path)
+    assert _tuning_costs(tmp_path) == first and len(calls) == 1
+    (kernels / "b.jsonl.gz").write_bytes(b"y")  # a new shard: read again
+    assert _tuning_costs(tmp_path) != first and len(calls) == 2
