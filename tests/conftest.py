@@ -237,3 +237,19 @@ def measured_reference_times(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     cache.mkdir()
     shutil.copy(Path(os.environ["GNNPERF_CACHE_DIR"]) / "hardware.json", cache)
     monkeypatch.setenv("GNNPERF_CACHE_DIR", str(cache))
+
+
+@pytest.fixture
+def tuned_predictor():  # noqa: ANN201 - a Predictor (imported inside: torch loads there)
+    """The shipped checkpoint, told it learned tuned:16 and tuned:256: what the build gate
+    and the budget check read (its network is the shipped one, which never saw a tuned
+    record: the plumbing is tested, not the figures)."""
+    import copy
+    import dataclasses
+
+    from gnnperf.estimators.gnn.predictor import Predictor
+
+    predictor = copy.copy(Predictor())
+    predictor.checkpoint = dataclasses.replace(
+        predictor.checkpoint, builds=[*predictor.checkpoint.builds, "tuned:16", "tuned:256"])
+    return predictor

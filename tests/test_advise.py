@@ -38,7 +38,8 @@ def test_every_build_is_advised_at_every_thread_count(advice: Advice, tmp_path: 
     assert rows[1, "default"].latency_ms == pytest.approx(rows[2, "default"].latency_ms)
     # tuned:N is skipped with the reason, never guessed
     assert set(advice.skipped) == {"tuned:16", "tuned:64", "tuned:256"}
-    assert all("no estimator has learned tuned:N" in why for why in advice.skipped.values())
+    assert all("this checkpoint has not learned tuned:N" in why
+               for why in advice.skipped.values())
     assert advice.tunable_workloads > 0
     table = advice.table()
     assert table.count("<- fastest") == 1 and "not advised: tuned:64" in table
@@ -105,3 +106,27 @@ def test_tuning_costs_are_read_once_per_state_of_the_kernel_folder(
     assert _tuning_costs(tmp_path) == first and len(calls) == 1
     (kernels / "b.jsonl.gz").write_bytes(b"y")  # a new shard: read again
     assert _tuning_costs(tmp_path) != first and len(calls) == 2
+
+
+def test_tuned_budgets_are_advised_with_their_tuning_time(
+        cnn_onnx: Path, tuned_predictor, monkeypatch: pytest.MonkeyPatch  # noqa: ANN001
+) -> None:
+    """A checkpoint that learned tuned:N gets a row per budget, each costed: the model's
+    tunable workloads times the stored minutes per workload at that budget."""
+    here = HardwareSpec.local("x86-64-v3", 1, measure=False).record_hw_id
+    monkeypatch.setattr("gnnperf.estimators.gnn.predictor.load_predictor",
+                        lambda checkpoint=None: tuned_predictor)
+    monkeypatch.setattr(
+        "gnnperf.prediction.advise._tuning_costs",
+        lambda root: {here: {"by_budget": {"64": {"minutes_per_workload": 0.5}}}})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        advice = advise(cnn_onnx, threads=[1], isas=["x86-64-v3"], budgets=(64, 256))
+    rows = {r.build: r for r in advice.rows}
+    assert list(rows) == ["default", "sampled:0", "best-of:16", "tuned:64", "tuned:256"]
+    assert rows["tuned:64"].tuning_minutes == pytest.approx(0.5 * advice.tunable_workloads)
+    assert rows["tuned:64"].tuning_measured_on == here
+    assert rows["tuned:256"].tuning_minutes is None  # no run at 256 to cost it from
+    assert rows["tuned:64"].over_default == pytest.approx(
+        rows["default"].latency_ms / rows["tuned:64"].latency_ms)
+    assert not advice.skipped

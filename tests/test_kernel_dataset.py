@@ -361,13 +361,13 @@ def test_measure_and_predict_a_best_of_build_from_the_command_line(
     # a machine with no measured schedules is told so in one line
     assert main(["measure", str(model), "--build", "best-of", "--root", str(tmp_path)]) == 2
     assert "no kernel records" in capsys.readouterr().err
-    # tuned builds name their budget, and no estimator predicts them yet: one line each,
-    # before any lowering
+    # tuned builds name their budget, and the shipped checkpoint never learned them: one
+    # line each, before any lowering
     assert main(["predict", str(model), "--build", "tuned"]) == 2
     assert "needs its budget" in capsys.readouterr().err
     assert main(["predict", str(model), "--build", "tuned:64"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "no estimator has learned tuned:N" in err[0]
+    assert len(err) == 1 and "this checkpoint has not learned tuned:N builds" in err[0]
 
 
 def test_kernel_timings_are_measured_again_for_the_noise_floor(kernel_root: Path,

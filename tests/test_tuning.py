@@ -248,3 +248,12 @@ def test_the_collector_tunes_each_executed_workload_once_resumes_and_extends(
         assert line["ms_records"][:2] == before[wid]["ms_records"]
         assert line["minutes"] > before[wid]["minutes"]
     assert tuning_database(tmp_path, hw.record_hw_id, 4)[1] == held
+    # the records are estimator inputs: one graph, told apart by their budget column
+    from gnnperf.data import LatencyDataset
+    from gnnperf.features.schema import BUDGET_COLUMN, feature_names
+
+    budget = feature_names().index(BUDGET_COLUMN)
+    items = {str(d.build): d for d in LatencyDataset(tmp_path)}
+    assert {b: float(d.x[0, budget]) for b, d in items.items()} == {"tuned:2": 1.0,
+                                                                     "tuned:4": 2.0}
+    assert all(bool(d.kernel_tuned.all()) for d in items.values())

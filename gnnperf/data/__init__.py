@@ -20,12 +20,7 @@ encode them).
 from __future__ import annotations
 
 from gnnperf.data.dataset import GRAPH_KINDS, LatencyDataset, existing_folder, fingerprint
-from gnnperf.data.encoding import (
-    build_feature_vector,
-    graph_to_data,
-    record_hardware,
-    record_to_data,
-)
+from gnnperf.data.encoding import graph_to_data, record_hardware, record_to_data
 from gnnperf.data.scaling import FeatureScaler
 from gnnperf.data.splits import SPLITS, calibration_mask, is_testable, split_indices
 from gnnperf.data.stats import dataset_stats, noise_pairs
@@ -34,7 +29,7 @@ from gnnperf.store.folder import DatasetFolder, default_root
 from gnnperf.store.records import split_group
 
 __all__ = ["GRAPH_KINDS", "SPLITS", "DatasetFolder", "FeatureScaler",
-           "LatencyDataset", "build_feature_vector", "calibration_mask", "dataset_stats",
+           "LatencyDataset", "calibration_mask", "dataset_stats",
            "default_root", "existing_folder", "feature_names", "fingerprint",
            "graph_to_data", "is_testable", "noise_pairs", "record_hardware",
            "record_to_data", "split_group", "split_indices"]

@@ -16,7 +16,7 @@ from tqdm import tqdm
 
 from gnnperf.atomic import atomic_path
 from gnnperf.collect.graph_traces import join_traces
-from gnnperf.data.encoding import encodable_build, record_to_data, with_hardware
+from gnnperf.data.encoding import record_to_data, with_hardware
 from gnnperf.data.pack import PackedItems, encoding_version
 from gnnperf.errors import DatasetError, one_line
 from gnnperf.estimators.kernel.dataset import CandidateMemo, tuned_candidates
@@ -90,7 +90,7 @@ def _onnx_records_and_graphs(shards_dir: Path) -> tuple[list[RecordLine], dict[s
         structural[obj["graph_id"]] = structural_id(obj["graph"])
         graphs.setdefault(structural[obj["graph_id"]], obj["graph"])
         graphs.setdefault(obj["model_id"], obj["graph"])
-    records = [r for r in latest_records(shards_dir, structural) if encodable_build(r["build"])]
+    records = list(latest_records(shards_dir, structural))
     return records, graphs
 
 
@@ -230,12 +230,13 @@ class LatencyDataset(InMemoryDataset):
         where its :func:`item_digest` still holds (hardware columns rewritten), else
         encoded from its graph (only those graphs are read)."""
         shards = Path(self.raw_dir)
-        # records of builds no estimator has learned (tuned:N) wait for one that has
-        records = [r for r in latest_records(shards) if encodable_build(r["build"])]
+        records = list(latest_records(shards))
         traces: dict[str, str] = {}
         for line in iter_lines(shards, kinds=("graph_traces",)):
             traces[line["graph_id"]] = traces.get(line["graph_id"], "") + line["crc"]
-        tuned = [BuildConfig.parse(rec["build"]).kind == "best-of" for rec in records]
+        # searched builds' kernels read the schedules the kernel dataset measured for their
+        # workload: a best-of build picked from them, a tuned:N search starts from them
+        tuned = [BuildConfig.parse(rec["build"]).searched for rec in records]
         kernels = (_shards_digest(shard_paths(self.folder.kernels), "kernels").hexdigest()
                    if any(tuned) and self.folder.kernels.is_dir() else "")
         digests = [item_digest(rec, traces.get(rec["graph_id"], ""), kernels if t else "")

@@ -12,24 +12,12 @@ from gnnperf.errors import DatasetError
 from gnnperf.estimators.kernel.dataset import CandidateMemo, candidate_rows, kernel_input_vector
 from gnnperf.features import KernelGraph, node_feature_vector
 from gnnperf.features.graph import has_parallel_loop
-from gnnperf.features.schema import BUILD_SLOTS, HARDWARE, build_slot
+from gnnperf.features.schema import HARDWARE, build_vector
 from gnnperf.hardware.spec import HardwareSpec
 from gnnperf.lowering.build_config import BuildConfig
 from gnnperf.store.lines import RecordLine
 from gnnperf.store.records import SerialFigures, record_hardware, split_group
 from gnnperf.store.shards import is_v2
-
-
-def encodable_build(build: str) -> bool:
-    """Whether records and graphs of ``build`` can be encoded: its kind has a build column
-    (:data:`~gnnperf.features.schema.BUILD_SLOTS`)."""
-    return BuildConfig.parse(build).kind in BUILD_SLOTS
-
-
-def build_feature_vector(build: str) -> list[float]:
-    """The one-hot build columns of ``build`` (:func:`~gnnperf.features.schema.build_slot`)."""
-    slot = build_slot(build)
-    return [1.0 if slot == s else 0.0 for s in BUILD_SLOTS.values()]
 
 
 def graph_to_data(graph: KernelGraph, hw: HardwareSpec, build: str | None = None,
@@ -46,8 +34,8 @@ def graph_to_data(graph: KernelGraph, hw: HardwareSpec, build: str | None = None
     # build) cost the same at 1 and N threads by construction
     serial_hw = hw.serial_view()
     node_hw = [hw if node.parallel else serial_hw for node in graph.nodes]
-    build_vector = build_feature_vector(build or graph.build)
-    vectors = {id(h): build_vector + h.feature_vector() for h in (hw, serial_hw)}
+    build_columns = build_vector(build or graph.build)
+    vectors = {id(h): build_columns + h.feature_vector() for h in (hw, serial_hw)}
     x = torch.tensor([node_feature_vector(node, n) + vectors[id(h)]
                       for node, h in zip(graph.nodes, node_hw, strict=True)],
                      dtype=torch.float32)
@@ -59,15 +47,16 @@ def graph_to_data(graph: KernelGraph, hw: HardwareSpec, build: str | None = None
     else:
         edge_index = torch.zeros((2, 0), dtype=torch.long)
         edge_attr = torch.zeros((0, 1), dtype=torch.float32)
-    kind = BuildConfig.parse(build or graph.build).kind
+    searched = BuildConfig.parse(build or graph.build).searched
     # the kernel cost model's inputs: each kernel described as the kernel dataset describes
     # a measured schedule (tir kernels only; builtins are data movement it never saw)
     # (each row takes the serial view itself where its kernel or candidate is serial)
     x_kernel = torch.tensor([kernel_input_vector(node, node.schedule_trace, hw)
                              for node in graph.nodes], dtype=torch.float32)
-    # a best-of kernel's candidate schedules, each row naming its kernel (PyG shifts an
-    # ``*_index`` attribute by the nodes before it when it batches graphs)
-    candidates = [(node.index, row, cand) for node in graph.nodes if kind == "best-of"
+    # a searched kernel's candidate schedules (best-of:S: the S it was picked from;
+    # tuned:N: the design space the search starts from), each row naming its kernel (PyG
+    # shifts an ``*_index`` attribute by the nodes before it when it batches graphs)
+    candidates = [(node.index, row, cand) for node in graph.nodes if searched
                   for row, cand in zip(candidate_rows(node, hw, memo), node.candidates,
                                        strict=True)]
     x_candidates = torch.tensor([row for _, row, _ in candidates], dtype=torch.float32
@@ -77,7 +66,7 @@ def graph_to_data(graph: KernelGraph, hw: HardwareSpec, build: str | None = None
                 candidates_node_index=torch.tensor([i for i, _, _ in candidates],
                                                    dtype=torch.long),
                 kernel_model_mask=torch.tensor([node.kind == "tir" for node in graph.nodes]),
-                kernel_tuned=torch.full((n,), kind == "best-of", dtype=torch.bool),
+                kernel_tuned=torch.full((n,), searched, dtype=torch.bool),
                 # which rows read the one-thread hardware: see :func:`with_hardware`
                 node_serial=torch.tensor([not node.parallel for node in graph.nodes],
                                          dtype=torch.bool),

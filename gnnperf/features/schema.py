@@ -11,13 +11,14 @@ so a column may be appended without retraining; :data:`SCHEMA_VERSION` changes, 
 from __future__ import annotations
 
 import hashlib
+import math
 from functools import lru_cache
 
 from gnnperf.errors import BuildConfigError
 from gnnperf.features.vocabulary import ANALYSES, MS_FEATURE_DIM, OP_PATTERNS
 from gnnperf.lowering.build_config import BuildConfig
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: coarse classes of a kernel's anchor operator (one-hot)
 OP_CLASSES = ("conv", "matmul", "pool", "reduce", "softmax", "norm", "elementwise",
@@ -88,21 +89,31 @@ HARDWARE: tuple[str, ...] = (
 #: operator graph, an ablation, has no other way to know the build). ``best-of`` builds set
 #: the slot named ``tuned``: that was their name when the shipped estimators learned them
 #: (a column keeps its name, or every checkpoint would have to be trained again).
-#: ``tuned:N`` builds have no slot: no estimator has learned them yet (issue 47).
+#: ``tuned:N`` builds (MetaSchedule's evolutionary search) set ``evolutionary``, and their
+#: budget is :data:`BUDGET_COLUMN`.
 BUILD_SLOTS: dict[str, str] = {"default": "default", "dlight": "dlight", "sampled": "sampled",
-                               "best-of": "tuned"}
-BUILD: tuple[str, ...] = tuple(f"build_{slot}" for slot in BUILD_SLOTS.values())
+                               "best-of": "tuned", "tuned": "evolutionary"}
+#: log2 of a ``tuned:N`` build's trials per kernel (0 for every other build): the budget
+#: is an input, so one estimator predicts any N in the range it trained on
+BUDGET_COLUMN = "build_log2_trials"
+BUILD: tuple[str, ...] = (*(f"build_{slot}" for slot in BUILD_SLOTS.values()), BUDGET_COLUMN)
 
 
 def build_slot(build: str | BuildConfig) -> str:
     """The build column ``build`` sets (:data:`BUILD_SLOTS`); a one-line
-    :class:`BuildConfigError` for a build no estimator has learned."""
+    :class:`BuildConfigError` for a build kind without one."""
     config = BuildConfig.parse(build)
     if config.kind not in BUILD_SLOTS:
-        raise BuildConfigError(f"no estimator has learned {config.kind}:N builds yet; the "
-                               "searched build predicted today is best-of:16 (the best of 16 "
-                               "random schedules per kernel)")
+        raise BuildConfigError(f"no estimator encodes {config.kind} builds")
     return BUILD_SLOTS[config.kind]
+
+
+def build_vector(build: str | BuildConfig) -> list[float]:
+    """``build``'s columns (:data:`BUILD`): its one-hot slot, then its budget."""
+    config = BuildConfig.parse(build)
+    slot = build_slot(config)
+    budget = math.log2(config.trials) if config.kind == "tuned" else 0.0
+    return [1.0 if slot == s else 0.0 for s in BUILD_SLOTS.values()] + [budget]
 
 
 def node_feature_names() -> list[str]:

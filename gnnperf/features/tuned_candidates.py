@@ -1,4 +1,4 @@
-"""A ``best-of:S`` kernel's candidate schedules, drawn without measuring them.
+"""A searched kernel's candidate schedules, drawn without measuring them.
 
 The ``best-of:S`` build runs each kernel with the fastest of the S schedules that seeds
 ``0..S-1`` draw from MetaSchedule's design space (:mod:`gnnperf.lowering.schedules`). Which of them
@@ -41,11 +41,14 @@ def kernel_candidates(func: Any, target: Any, schedules: int = BEST_OF_SCHEDULES
 
 
 def graph_for_prediction(lowered: LoweredModel) -> KernelGraph:
-    """:func:`extract_graph`, and for a ``best-of:S`` build each kernel's S candidates."""
+    """:func:`extract_graph`, and for a searched build each kernel's candidates: the S a
+    ``best-of:S`` build picks from; for ``tuned:N``, the :data:`BEST_OF_SCHEDULES` first
+    draws of the design space the search starts from (as its training records read them:
+    the kernel dataset's sampled schedules), whatever N is."""
     graph = extract_graph(lowered)
-    if lowered.build.kind != "best-of":
+    if not lowered.build.searched:
         return graph
-    schedules = lowered.build.trials
+    schedules = lowered.build.trials if lowered.build.kind == "best-of" else BEST_OF_SCHEDULES
     return graph.with_candidates(
         lambda n: kernel_candidates(lowered.unscheduled[n.name], lowered.target, schedules)
         if n.name in lowered.unscheduled else [])

@@ -14,15 +14,15 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from gnnperf.errors import GnnperfError, HardwareError, one_line
 from gnnperf.estimators.types import Prediction
+from gnnperf.features import KernelGraph
 from gnnperf.hardware.spec import HardwareSpec, available_cores, cache_dir, supported_isas
-from gnnperf.lowering.build_config import BuildConfig
-from gnnperf.prediction.api import learned_build
+from gnnperf.lowering.build_config import BEST_OF_SCHEDULES, BuildConfig
 from gnnperf.prediction.graphs import lower_for_prediction
 
 #: the builds a user weighs: none, one random schedule, and searches of growing cost
@@ -135,20 +135,31 @@ def advise(
     usable = []
     for build in candidates:
         try:
-            usable.append(learned_build(build))
+            usable.append(predictor.check_build(build))
         except GnnperfError as exc:
             skipped[build] = one_line(exc)
     items, keys = [], []
     tunable: set[str] = set()
+    lowered: dict[tuple[str, str], KernelGraph | GnnperfError] = {}
     for isa in wanted_isas:
         for count in counts:
             spec = predictor.hardware(_at(base, isa, count))
             for build in usable:
-                try:
-                    graph = lower_for_prediction(onnx_path, spec, build, input_shapes)
-                except GnnperfError as exc:
-                    skipped[f"{build} @ {isa}/{count}t"] = one_line(exc)
+                # every tuned:N budget reads the graph best-of:16 does (the same design-
+                # space draws): one lowering serves them all
+                source = (f"best-of:{BEST_OF_SCHEDULES}"
+                          if BuildConfig.parse(build).kind == "tuned" else build)
+                key = (json.dumps(spec.target_dict(), sort_keys=True), source)
+                if key not in lowered:
+                    try:
+                        lowered[key] = lower_for_prediction(onnx_path, spec, source,
+                                                            input_shapes)
+                    except GnnperfError as exc:
+                        lowered[key] = exc
+                if isinstance(lowered[key], GnnperfError):
+                    skipped[f"{build} @ {isa}/{count}t"] = one_line(lowered[key])
                     continue
+                graph = replace(lowered[key], build=build)
                 if BuildConfig.parse(build).searched or build.startswith("sampled"):
                     tunable |= {n.struct_hash for n in graph.nodes if n.kind == "tir"}
                 items.append((graph, spec))

@@ -34,7 +34,6 @@ from gnnperf.estimators.types import (
     default_checkpoint,
 )
 from gnnperf.features import KernelGraph
-from gnnperf.features.schema import build_slot
 from gnnperf.hardware.spec import HardwareSpec, available_cores
 from gnnperf.lowering.build_config import BuildConfig
 from gnnperf.prediction.graphs import (
@@ -62,14 +61,6 @@ def _predictor(checkpoint: str | os.PathLike[str] | None) -> Predictor:
     return load_predictor(checkpoint)
 
 
-def learned_build(build: str) -> str:
-    """``build`` in its canonical form, or a one-line :class:`BuildConfigError` before any
-    lowering for a build no estimator has learned (``tuned:N``, issue 47)."""
-    config = BuildConfig.parse(build)
-    build_slot(config)
-    return str(config)
-
-
 def predict(
     onnx_path: str | os.PathLike[str] | onnx.ModelProto,
     hw: HardwareSpec | dict[str, Any] | str = "local",
@@ -87,7 +78,7 @@ def predict(
     unseen-CPU prior (said there too).
     """
     start = time.perf_counter()
-    build = learned_build(build)
+    build = str(BuildConfig.parse(build))
     target_hw = HardwareSpec.coerce(hw)
     graph: KernelGraph | None = None
     background: BackgroundLowering | None = None
@@ -100,6 +91,7 @@ def predict(
             background = BackgroundLowering.start(onnx_path, target_hw, build, input_shapes)
     try:
         predictor = _predictor(checkpoint)
+        predictor.check_build(build)  # a build it never learned: before waiting to lower
         spec = predictor.hardware(target_hw)
         if graph is None and background is not None:
             graph = background.result()
@@ -126,8 +118,8 @@ def predict_many(
     models whose graph is in the feature cache skip lowering. The others are lowered by
     ``workers`` processes (default: one per core, serial for a single model) sharing the
     feature cache; ``progress`` shows a tqdm bar."""
-    build = learned_build(build)
     predictor = _predictor(checkpoint)
+    build = predictor.check_build(build)
     spec = predictor.hardware(hw)
     for m in models:
         if isinstance(m, KernelGraph) and m.build != build:

@@ -17,6 +17,7 @@ from torch_geometric.data import Batch
 from gnnperf.calibrate.prior import PRIOR_FILE, UnseenCpuPrior, load_prior
 from gnnperf.calibrate.store import Calibration, checkpoint_sha256, load_calibration
 from gnnperf.data import graph_to_data
+from gnnperf.errors import BuildConfigError
 from gnnperf.estimators.gnn.checkpoint import Checkpoint, interval_ms
 from gnnperf.estimators.gnn.network import EnsembleGNN
 from gnnperf.estimators.types import (
@@ -67,6 +68,35 @@ class Predictor:
         if self.unseen_prior is None or cpus is None or hw.cpu_id in cpus:
             return 0.0
         return self.unseen_prior.log_spread(build, hw.threads)
+
+    @property
+    def learned_kinds(self) -> set[str]:
+        """The build kinds the checkpoint trained on (one from before its build list was
+        stored: every kind but ``tuned``, which none of those learned)."""
+        builds = self.checkpoint.builds
+        if not builds:
+            return {"default", "dlight", "sampled", "best-of"}
+        return {BuildConfig.parse(b).kind for b in builds}
+
+    def check_build(self, build: str) -> str:
+        """``build`` in its canonical form, or a one-line :class:`BuildConfigError` for a
+        searched build kind this checkpoint never trained on: what a search finds is
+        learned from searched labels, and without them a prediction would be a guess. (An
+        unsearched kind it never saw, ``dlight`` say, is predicted with a warning.)"""
+        config = BuildConfig.parse(build)
+        learned = self.learned_kinds
+        if config.searched and config.kind not in learned:
+            hint = (": the searched build it predicts is best-of:16 (the best of 16 random "
+                    "schedules per kernel)" if "best-of" in learned else "")
+            name = "tuned:N" if config.kind == "tuned" else config.kind
+            raise BuildConfigError(f"this checkpoint has not learned {name} builds (it "
+                                   f"learned {', '.join(sorted(learned))}){hint}")
+        return str(config)
+
+    def trained_budgets(self) -> list[int]:
+        """The ``tuned:N`` budgets of the training records (empty: none learned)."""
+        return sorted({BuildConfig.parse(b).trials for b in self.checkpoint.builds
+                       if BuildConfig.parse(b).kind == "tuned"})
 
     @property
     def trained_isas(self) -> list[str]:
@@ -123,7 +153,14 @@ class Predictor:
                 reasons.append(f"hardware feature {name}={value:.3g} is outside the training "
                                f"range [{lo:.3g}, {hi:.3g}]")
         builds = self.checkpoint.builds
-        if builds and build not in builds and not (
+        config = BuildConfig.parse(build)
+        budgets = self.trained_budgets()
+        if config.kind == "tuned" and budgets:
+            # the budget is an input: any N between the budgets trained on is in range
+            if not budgets[0] <= config.trials <= budgets[-1]:
+                reasons.append(f"tuned budget {config.trials} is outside the trained "
+                               f"{budgets[0]}..{budgets[-1]} trials per kernel")
+        elif builds and build not in builds and not (
             build.startswith("sampled:") and any(b.startswith("sampled:") for b in builds)
         ):
             reasons.append(f"build '{build}' was not in the training data ({', '.join(builds)})")
@@ -140,6 +177,8 @@ class Predictor:
         """Predict many lowered graphs in one batched forward pass; ``calibrated``: apply
         the CPU's stored calibration where there is one (0 shots otherwise)."""
         start = time.perf_counter()
+        for graph, _ in items:
+            self.check_build(graph.build)
         corrections: dict[str, Calibration | None] = {}
         datas = [self.scaler(graph_to_data(g, hw)) for g, hw in items]
         batch = Batch.from_data_list(datas)
