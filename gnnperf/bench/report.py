@@ -162,10 +162,18 @@ def _budgets(result: SplitResult) -> np.ndarray:
 def _by_budget(results: View) -> dict[str, dict[str, dict[str, float]]]:
     """Each ``tuned:N`` budget apart: the budget is an estimator input, so each N is
     scored on its own."""
-    budgets = sorted({b for r, _, _ in results for b in _budgets(r) if b},
+    labels = [_budgets(r) for r, _, _ in results]
+    budgets = sorted({b for per_run in labels for b in per_run if b},
                      key=lambda b: int(b.split(":")[1]))
-    return {b: _table([(r, m, mask & (_budgets(r) == b)) for r, m, mask in results])
+    return {b: _table([(r, m, mask & (per_run == b))
+                       for (r, m, mask), per_run in zip(results, labels, strict=True)])
             for b in budgets}
+
+
+def _within_share(values: Sequence[float], tolerance: float) -> float:
+    """The share (%) of ``values`` (relative errors) at most ``tolerance``; exactly at it
+    counts as within (1.05 / 1.0 - 1 is a hair above 0.05 in floats)."""
+    return float((np.array(values) <= tolerance + 1e-9).mean() * 100)
 
 
 #: how close a predicted gain of tuning must be to the measured one (issue 47)
@@ -201,8 +209,7 @@ def tuning_gain(view: View, method: str = "gnn") -> dict[str, Any] | None:
                             float(abs(ratio - 1)))
     if not errors:
         return None
-    limit = GAIN_TOLERANCE + 1e-9
-    return {k: {"pairs": len(v), "within_share": float((np.array(v) <= limit).mean() * 100),
+    return {k: {"pairs": len(v), "within_share": _within_share(v, GAIN_TOLERANCE),
                 "median_error": float(np.median(v) * 100)} for k, v in sorted(errors.items())}
 
 
@@ -313,11 +320,9 @@ def thread_invariance(view: View, method: str = "gnn") -> dict[str, Any] | None:
                 twin_spreads.append(spread(twin[rows]))
     if not spreads:
         return None
-    # exactly 5% apart counts as within (1.05 / 1.0 - 1 is a hair above 0.05 in floats)
-    limit = THREAD_INVARIANCE_TOLERANCE + 1e-9
 
     def share(values: list[float]) -> float:
-        return float((np.array(values) <= limit).mean() * 100)
+        return _within_share(values, THREAD_INVARIANCE_TOLERANCE)
 
     out = {"groups": len(spreads), "across_records_within_share": share(spreads),
            "across_records_worst_spread": float(max(spreads) * 100),

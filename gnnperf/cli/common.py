@@ -39,6 +39,18 @@ def parse_input_shapes(items: Sequence[str]) -> dict[str, list[int]] | None:
     return out
 
 
+def parse_int_list(text: str | None, option: str,
+                   what: str = "comma-separated integers") -> list[int] | None:
+    """An option's comma-separated integers (None when not given); a one-line error
+    naming the option otherwise."""
+    if text is None:
+        return None
+    try:
+        return [int(t) for t in text.split(",")]
+    except ValueError:
+        raise GnnperfError(f"{option} wants {what}, got '{text}'") from None
+
+
 def print_json(obj: Any) -> None:
     json.dump(obj, sys.stdout, indent=1)
     sys.stdout.write("\n")

@@ -14,6 +14,7 @@ from gnnperf.cli.common import (
     add_target_args,
     lower_from_args,
     parse_families,
+    parse_int_list,
     print_json,
     read_plan,
     slowdown_override,
@@ -241,10 +242,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
     settings = MeasureSettings.waiting_at_most(args.quiet_timeout, repeat=args.repeat,
                                                **slowdown_override(args))
-    try:
-        threads = [int(t) for t in args.threads.split(",")] if args.threads else None
-    except ValueError:
-        raise GnnperfError(f"--threads wants counts such as 1,2, got '{args.threads}'") from None
+    threads = parse_int_list(args.threads or None, "--threads", "counts such as 1,2")
     done = calibrate(spec, models=args.models, builds=args.builds.split(","), threads=threads,
                      checkpoint=args.checkpoint,
                      settings=settings,

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gnnperf.cli.common import parse_input_shapes, print_json
+from gnnperf.cli.common import parse_input_shapes, parse_int_list, print_json
 from gnnperf.errors import GnnperfError
 
 
@@ -104,19 +104,11 @@ def cmd_advise(args: argparse.Namespace) -> int:
 
     from gnnperf.prediction.advise import advise
 
-    def numbers(text: str | None, what: str) -> list[int] | None:
-        if text is None:
-            return None
-        try:
-            return [int(t) for t in text.split(",") if t.strip()]
-        except ValueError:
-            raise GnnperfError(f"{what} wants comma-separated integers, got '{text}'") from None
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # each row carries its own reasons
-        advice = advise(args.model, args.hw, threads=numbers(args.threads, "--threads"),
+        advice = advise(args.model, args.hw, threads=parse_int_list(args.threads, "--threads"),
                         isas=args.isa.split(",") if args.isa else None,
-                        budgets=numbers(args.budgets, "--budgets") or (),
+                        budgets=parse_int_list(args.budgets, "--budgets") or (),
                         checkpoint=args.checkpoint, root=args.root,
                         input_shapes=parse_input_shapes(args.input_shape))
     if args.json:

@@ -14,7 +14,6 @@ import hashlib
 import math
 from functools import lru_cache
 
-from gnnperf.errors import BuildConfigError
 from gnnperf.features.vocabulary import ANALYSES, MS_FEATURE_DIM, OP_PATTERNS
 from gnnperf.lowering.build_config import BuildConfig
 
@@ -99,19 +98,10 @@ BUDGET_COLUMN = "build_log2_trials"
 BUILD: tuple[str, ...] = (*(f"build_{slot}" for slot in BUILD_SLOTS.values()), BUDGET_COLUMN)
 
 
-def build_slot(build: str | BuildConfig) -> str:
-    """The build column ``build`` sets (:data:`BUILD_SLOTS`); a one-line
-    :class:`BuildConfigError` for a build kind without one."""
-    config = BuildConfig.parse(build)
-    if config.kind not in BUILD_SLOTS:
-        raise BuildConfigError(f"no estimator encodes {config.kind} builds")
-    return BUILD_SLOTS[config.kind]
-
-
 def build_vector(build: str | BuildConfig) -> list[float]:
     """``build``'s columns (:data:`BUILD`): its one-hot slot, then its budget."""
     config = BuildConfig.parse(build)
-    slot = build_slot(config)
+    slot = BUILD_SLOTS[config.kind]  # every kind BuildConfig accepts has one
     budget = math.log2(config.trials) if config.kind == "tuned" else 0.0
     return [1.0 if slot == s else 0.0 for s in BUILD_SLOTS.values()] + [budget]
 

@@ -132,10 +132,10 @@ def advise(
                             "trained on")
     skipped: dict[str, str] = {}
     candidates = [*builds, *(f"tuned:{n}" for n in budgets)]
-    usable = []
+    configs: dict[str, BuildConfig] = {}  # the builds it predicts, parsed once
     for build in candidates:
         try:
-            usable.append(predictor.check_build(build))
+            configs[predictor.check_build(build)] = BuildConfig.parse(build)
         except GnnperfError as exc:
             skipped[build] = one_line(exc)
     items, keys = [], []
@@ -144,11 +144,10 @@ def advise(
     for isa in wanted_isas:
         for count in counts:
             spec = predictor.hardware(_at(base, isa, count))
-            for build in usable:
+            for build, config in configs.items():
                 # every tuned:N budget reads the graph best-of:16 does (the same design-
                 # space draws): one lowering serves them all
-                source = (f"best-of:{BEST_OF_SCHEDULES}"
-                          if BuildConfig.parse(build).kind == "tuned" else build)
+                source = f"best-of:{BEST_OF_SCHEDULES}" if config.kind == "tuned" else build
                 key = (json.dumps(spec.target_dict(), sort_keys=True), source)
                 if key not in lowered:
                     try:
@@ -160,7 +159,7 @@ def advise(
                     skipped[f"{build} @ {isa}/{count}t"] = one_line(lowered[key])
                     continue
                 graph = replace(lowered[key], build=build)
-                if BuildConfig.parse(build).searched or build.startswith("sampled"):
+                if config.searched:  # described by its workloads: one hash per workload
                     tunable |= {n.struct_hash for n in graph.nodes if n.kind == "tir"}
                 items.append((graph, spec))
                 keys.append((isa, count, build, spec))
@@ -168,19 +167,19 @@ def advise(
         raise GnnperfError("no build could be lowered for this model: " +
                            "; ".join(f"{k}: {v}" for k, v in skipped.items()))
     predictions: list[Prediction] = predictor.predict_graphs(items)
-    costs = _tuning_costs(root) if any(b.startswith("tuned:") for b in usable) else {}
+    costs = _tuning_costs(root) if any(c.kind == "tuned" for c in configs.values()) else {}
     rows = []
     for (isa, count, build, spec), p in zip(keys, predictions, strict=True):
         row = AdviceRow(isa, count, build, p.latency_ms, p.low_ms, p.high_ms,
                         warnings=list(p.warnings))
-        config = BuildConfig.parse(build)
+        config = configs[build]
         if config.kind == "tuned":
             per_workload, source = _cost_at(costs, spec, config.trials)
             if per_workload is not None:
                 row.tuning_minutes = per_workload * len(tunable)
                 row.tuning_measured_on = source
         rows.append(row)
-    by_config = {(r.isa, r.threads, BuildConfig.parse(r.build).kind): r for r in rows}
+    by_config = {(r.isa, r.threads, configs[r.build].kind): r for r in rows}
     for r in rows:
         default = by_config.get((r.isa, r.threads, "default"))
         sampled = by_config.get((r.isa, r.threads, "sampled"))
