@@ -428,6 +428,38 @@ def test_two_workloads_compile_together_and_nothing_compiles_while_a_kernel_is_t
     assert all(d["compiled_together"] == 2 and d["compile_s"] > 0 for d in done)
 
 
+@pytest.mark.slow
+def test_a_candidate_left_out_mid_list_leaves_the_others_timed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The library names each candidate by the index it was drawn at (``cand{j}``): when
+    one in the middle is left out, the others keep their names and are all timed
+    (session 34 lost a workload to "Cannot find cand7 in the global registry")."""
+    from gnnperf.collect.kernels import collector as kc
+    from gnnperf.collect.kernels import workloads as kw
+
+    real_compile = kw._compile_forked
+
+    def second_runs_away(mod: Any, target: Any, path: Path, timeout_s: float) -> bool:
+        return not path.name.endswith(".1.so") and real_compile(mod, target, path, timeout_s)
+
+    class OneByOne(kc.CandidateCompile):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.batch_timeout_s = 0.0  # as if the batch ran away: compile one by one
+
+    monkeypatch.setattr(kw, "_compile_forked", second_runs_away)
+    monkeypatch.setattr(kc, "CandidateCompile", OneByOne)
+    summary = collect_kernels(tmp_path, [zoo.tiny_spec("mixer")], HW, schedules=3,
+                              settings=TINY, progress=False)
+    assert summary.failed == 0, summary.line()
+    done = list(iter_lines(tmp_path / "kernels", kinds=("kernel_done",)))
+    records = Counter(r["key"].rsplit("|", 1)[0]
+                      for r in iter_lines(tmp_path / "kernels", kinds=("kernel_record",)))
+    mid = [d for d in done if d["dropped"] and d["candidates"] >= 2]
+    assert mid, "no workload had a candidate after the one left out"
+    assert all(len(d["dropped"]) <= 1 and records[d["key"]] == d["candidates"] for d in done)
+
+
 def test_candidates_whose_code_generation_runs_away_are_left_out(tmp_path: Path) -> None:
     """A schedule with a huge unroll can keep LLVM busy for many minutes: the batch is
     compiled in a child that can be stopped, then each candidate alone."""

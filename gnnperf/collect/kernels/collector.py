@@ -93,6 +93,19 @@ class _Drawn:
     sample_s: float
     compile_s: float = 0.0
     dropped: dict[str, str] = field(default_factory=dict)
+    #: each candidate's function in the compiled library: ``cand{j}`` keeps the index it
+    #: was drawn at, so dropping one leaves a gap in the names
+    symbols: list[str] = field(default_factory=list)
+
+    def keep(self, kept: list[int], dropped: dict[int, str]) -> None:
+        """Keep the candidates code generation finished (``kept``, by drawn index) and
+        note why the others were left out."""
+        self.dropped = {("unscheduled" if not self.cands[j].seeds else
+                         ",".join(map(str, self.cands[j].seeds))): why
+                        for j, why in dropped.items()}
+        self.cands = [self.cands[j] for j in kept]
+        self.symbols = [f"cand{j}" for j in kept]
+        self.features = [self.features[j] for j in kept]
 
 
 def _covers_tuned(line: dict[str, Any]) -> bool:
@@ -337,11 +350,7 @@ class KernelCollector:
             except Exception as exc:
                 self._workload_failed(d.w, d.pending, "compile", exc, summary)
                 continue
-            d.dropped = {("unscheduled" if not d.cands[j].seeds else
-                          ",".join(map(str, d.cands[j].seeds))): why
-                         for j, why in dropped.items()}
-            d.cands = [d.cands[j] for j in kept]
-            d.features = [d.features[j] for j in kept]
+            d.keep(kept, dropped)
             done.append((d, path))
         share = (time.perf_counter() - started) / max(1, len(running))
         for d, _ in done:
@@ -352,13 +361,12 @@ class KernelCollector:
               summary: KernelSummary) -> None:
         """Time a workload's compiled candidates on each hardware config still pending."""
         w = d.w
-        names = [f"cand{j}" for j in range(len(d.cands))]
         args = captured[w.name]
         try:
             for h in d.pending:
                 start = time.perf_counter()
                 batch = time_funcs(
-                    lib, dict.fromkeys(names, args), self.workers.get(h.threads),
+                    lib, dict.fromkeys(d.symbols, args), self.workers.get(h.threads),
                     settings=self.settings, reference=reference_library(h),
                     seed=int(w.workload_id, 16) % 2**31)
                 for cand, timing, feats in zip(d.cands, batch.timings, d.features,
