@@ -6,6 +6,7 @@ import json
 import math
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -156,6 +157,36 @@ def test_stats_count_a_graph_drawn_by_two_seeds_once() -> None:
     graphs, distinct = distinct_by_build(records)
     assert graphs == {"best-of:16": 2, "default": 1}
     assert distinct == {"best-of:16": 3, "default": 1}  # the twin's cpu/1t record repeats
+
+
+def test_corpus_stats_count_architectures_imported_and_failed() -> None:
+    """Issue 45 reports the corpus's records, architectures and import success rate; an
+    architecture that failed at one size but was measured at another counts as imported,
+    and one only skipped by the default budget counts as neither."""
+    from gnnperf.data.stats import corpus_stats
+
+    def record(family: str, graph: str, build: str) -> dict[str, Any]:
+        return {"model": {"family": family}, "model_id": f"{family}-000000",
+                "onnx_graph_id": graph, "build": build}
+
+    def failure(family: str, stage: str, reason: str) -> dict[str, Any]:
+        return {"model": {"family": family}, "stage": stage, "reason": reason}
+
+    records = [record("tf-bert-l2h128", "g1", "default"), record("tf-bert-l2h128", "g1",
+                                                                 "sampled:0"),
+               record("tf-vit-l2h128", "g2", "default"), record("vgg", "g3", "default")]
+    failures = [failure("tf-vit-l2h128", "compile", "took too long"),
+                failure("tf-canine-l2h128", "import", "ShapeFoldingError: x"),
+                failure("tf-canine-l2h128", "compile", "later"),
+                failure("tf-big-l4h256", "budget", "over the default budget")]
+    stats = corpus_stats(records, failures)
+    assert stats["corpus_records"] == 3 and stats["corpus_graphs"] == 2
+    assert stats["corpus_records_by_build"] == {"default": 2, "sampled:0": 1}
+    assert stats["corpus_architectures"] == 2 and stats["corpus_model_types"] == 2
+    assert stats["corpus_failed_architectures"] == {
+        "tf-canine-l2h128": "import: ShapeFoldingError: x"}
+    assert stats["corpus_failures_by_stage"] == {"import": 1}
+    assert stats["corpus_import_success_rate"] == pytest.approx(66.7)
 
 
 def _mixed_rows() -> list[Data]:

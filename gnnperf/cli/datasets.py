@@ -50,6 +50,16 @@ def cmd_dataset_stats(args: argparse.Namespace) -> int:
         for cpu, f in stats["kernel_noise_floor_by_cpu"].items():
             print(f"kernel-time noise floor on {cpu}: {f['mape']:.2f}% MAPE over "
                   f"{f['pairs']} pairs")
+    if stats["corpus_records"] or stats["corpus_failed_architectures"]:
+        print(f"corpus: {stats['corpus_records']} records ("
+              + ", ".join(f"{b} {n}" for b, n in stats["corpus_records_by_build"].items())
+              + f") of {stats['corpus_graphs']} graphs from {stats['corpus_architectures']} "
+              f"architectures ({stats['corpus_model_types']} model types; the catalog has "
+              f"{stats['corpus_catalog']}); imported and compiled: "
+              f"{stats['corpus_import_success_rate']}% of the architectures tried, "
+              f"{len(stats['corpus_failed_architectures'])} failed ("
+              + ", ".join(f"{k} {v}" for k, v in stats["corpus_failures_by_stage"].items())
+              + "; reasons: --json)")
     if stats.get("corpus_workloads"):
         print(f"corpus workloads (kernels of the corpus's default-build graphs) with >= "
               f"{COVERED_SCHEDULES} sampled schedules in the kernel dataset: "

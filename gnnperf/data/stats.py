@@ -96,6 +96,36 @@ def distinct_by_build(records: list[RecordLine]) -> tuple[dict[str, int], dict[s
             {b: len(v) for b, v in sorted(pairs.items())})
 
 
+def corpus_stats(records: list[RecordLine], failures: list[dict[str, Any]]) -> dict[str, Any]:
+    """The real-architecture corpus's share of the folder (issue 45's label targets): its
+    whole-model records, the graphs and architectures they cover, and the architectures
+    tried that TVM could not import or compile, each with the reason its first failure
+    gave. An architecture counts as imported when any of its sizes was measured; one that
+    only ever exceeded the ``default`` budget counts as neither."""
+    from gnnperf.zoo.corpus import CATALOG, PREFIX
+
+    mine = [r for r in records if r["model"]["family"].startswith(PREFIX)]
+    measured = {r["model"]["family"] for r in mine}
+    reasons: dict[str, str] = {}
+    for f in failures:
+        family = f["model"]["family"]
+        if family.startswith(PREFIX) and f["stage"] != "budget" and family not in measured:
+            reasons.setdefault(family, f"{f['stage']}: {f['reason']}")
+    tried = len(measured) + len(reasons)
+    return {
+        "corpus_records": len(mine),
+        "corpus_records_by_build": dict(sorted(Counter(r["build"] for r in mine).items())),
+        "corpus_graphs": len({split_group(r) for r in mine}),
+        "corpus_architectures": len(measured),
+        "corpus_model_types": len({CATALOG[f].model_type for f in measured if f in CATALOG}),
+        "corpus_catalog": len(CATALOG),
+        "corpus_failed_architectures": dict(sorted(reasons.items())),
+        "corpus_failures_by_stage": dict(sorted(Counter(
+            why.split(":", 1)[0] for why in reasons.values()).items())),
+        "corpus_import_success_rate": round(100 * len(measured) / tried, 1) if tried else None,
+    }
+
+
 def dataset_stats(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """Counts, latency range, failures and noise floor of a dataset folder."""
     folder = existing_folder(root)
@@ -163,4 +193,5 @@ def dataset_stats(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
         "shards": len(sizes),
         "noise_shard_bytes": sum(noise_sizes),
         "noise_shards": len(noise_sizes),
+        **corpus_stats(records, failures),
     }
