@@ -117,29 +117,44 @@ class KernelGraph:
 
     # -- serialisation ----------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON data; a node's ``candidates`` only where it has some, so graphs of
-        other builds serialise as before."""
-        return {
+        """Plain JSON data. Candidates (a searched build's) are stored once per kernel name
+        under ``candidates``: the calls of one function share them (a BERT's 184 kernels
+        are 14 functions, and its best-of graph was 13 copies of the same candidates)."""
+        shared: dict[str, list[dict[str, Any]]] = {}
+        nodes = []
+        for n in self.nodes:
             # a shallow copy per node: its values are already plain JSON data, and
             # ``asdict``'s deep copy of ~200 features a node was a tenth of a lowering
-            "nodes": [{k: v for k, v in vars(n).items() if k != "candidates" or v}
-                      for n in self.nodes],
+            node = {k: v for k, v in vars(n).items() if k != "candidates"}
+            if n.candidates:
+                first = shared.setdefault(n.name, n.candidates)
+                if first is not n.candidates and first != n.candidates:
+                    node["candidates"] = n.candidates  # a call whose list differs keeps its own
+            nodes.append(node)
+        out = {
+            "nodes": nodes,
             "edges": [list(e) for e in self.edges],
             "target": self.target,
             "build": self.build,
             "inputs": {k: [list(s), d] for k, (s, d) in self.inputs.items()},
         }
+        if shared:  # graphs of unsearched builds serialise as before
+            out["candidates"] = shared
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> KernelGraph:
+        """The graph :meth:`to_dict` wrote (or one written before candidates were shared,
+        each node holding its own); nodes of one name share one candidate list."""
+        shared = data.get("candidates", {})
         return cls(
-            nodes=[KernelNode(**n) for n in data["nodes"]],
+            nodes=[KernelNode(**{"candidates": shared.get(n["name"], []), **n})
+                   for n in data["nodes"]],
             edges=[(int(a), int(b), int(c)) for a, b, c in data["edges"]],
             target=dict(data["target"]),
             build=str(data["build"]),
             inputs={k: (tuple(s), d) for k, (s, d) in data["inputs"].items()},
         )
-
 
 
 def ops_of(name: str) -> list[str]:

@@ -27,15 +27,33 @@ from gnnperf.hardware.spec import HardwareSpec
 ModelSource = str | os.PathLike[str] | onnx.ModelProto
 
 
+#: (path, inode, size, mtime in ns) -> the file's SHA-256: ``advise`` looks one model up
+#: once per build and target, and a BERT-base file is 440 MB
+_FILE_DIGESTS: dict[tuple[str, int, int, int], str] = {}
+
+
+def model_digest(model: ModelSource) -> str:
+    """SHA-256 of the model's bytes; a file's is read once per process while it stays
+    unchanged (same inode, size and modification time)."""
+    if isinstance(model, onnx.ModelProto):
+        return hashlib.sha256(model.SerializeToString()).hexdigest()
+    path = Path(model)
+    if not path.is_file():
+        return hashlib.sha256(b"").hexdigest()
+    st = path.stat()
+    stamp = (str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns)
+    if stamp not in _FILE_DIGESTS:
+        with path.open("rb") as f:
+            _FILE_DIGESTS[stamp] = hashlib.file_digest(f, "sha256").hexdigest()
+    return _FILE_DIGESTS[stamp]
+
+
 def graph_key(model: ModelSource, hw: HardwareSpec, build: str,
               input_shapes: Mapping[str, Sequence[int]] | None = None) -> str:
     """What determines a model's kernel graph: its bytes, shapes, build and target (not
     the thread count: one lowering serves every thread count of an ISA)."""
-    data = (model.SerializeToString() if isinstance(model, onnx.ModelProto)
-            else Path(model).read_bytes() if Path(model).is_file() else b"")
     shapes = json.dumps({k: list(v) for k, v in (input_shapes or {}).items()}, sort_keys=True)
-    return "|".join([hashlib.sha256(data).hexdigest(), shapes, build,
-                     target_key(hw.target_dict())])
+    return "|".join([model_digest(model), shapes, build, target_key(hw.target_dict())])
 
 
 def cached_graph(model: ModelSource, hw: HardwareSpec, build: str,

@@ -20,6 +20,7 @@ from gnnperf.data import graph_to_data
 from gnnperf.errors import BuildConfigError
 from gnnperf.estimators.gnn.checkpoint import Checkpoint, interval_ms
 from gnnperf.estimators.gnn.network import EnsembleGNN
+from gnnperf.estimators.kernel.dataset import CandidateMemo
 from gnnperf.estimators.types import (
     KernelPrediction,
     OutOfDistributionWarning,
@@ -180,7 +181,8 @@ class Predictor:
         for graph, _ in items:
             self.check_build(graph.build)
         corrections: dict[str, Calibration | None] = {}
-        datas = [self.scaler(graph_to_data(g, hw)) for g, hw in items]
+        memo: CandidateMemo = {}  # a workload's candidates recur: every layer, every build
+        datas = [self.scaler(graph_to_data(g, hw, memo=memo)) for g, hw in items]
         batch = Batch.from_data_list(datas)
         out = self.model(batch)
         per_graph_s = (time.perf_counter() - start) / max(len(items), 1)
