@@ -162,7 +162,8 @@ def test_stats_count_a_graph_drawn_by_two_seeds_once() -> None:
 def test_corpus_stats_count_architectures_imported_and_failed() -> None:
     """Issue 45 reports the corpus's records, architectures and import success rate; an
     architecture that failed at one size but was measured at another counts as imported,
-    and one only skipped by the default budget counts as neither."""
+    and one only skipped by the default budget, or failing only when measured, counts as
+    neither."""
     from gnnperf.data.stats import corpus_stats
 
     def record(family: str, graph: str, build: str) -> dict[str, Any]:
@@ -178,7 +179,8 @@ def test_corpus_stats_count_architectures_imported_and_failed() -> None:
     failures = [failure("tf-vit-l2h128", "compile", "took too long"),
                 failure("tf-canine-l2h128", "import", "ShapeFoldingError: x"),
                 failure("tf-canine-l2h128", "compile", "later"),
-                failure("tf-big-l4h256", "budget", "over the default budget")]
+                failure("tf-big-l4h256", "budget", "over the default budget"),
+                failure("tf-esm-l2h128", "measure", "timed out")]  # imported and compiled
     stats = corpus_stats(records, failures)
     assert stats["corpus_records"] == 3 and stats["corpus_graphs"] == 2
     assert stats["corpus_records_by_build"] == {"default": 2, "sampled:0": 1}

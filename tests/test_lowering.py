@@ -87,6 +87,9 @@ def test_a_graph_stores_each_functions_candidates_once(cnn_onnx: Path) -> None:
                              for n, c in zip(data["nodes"], calls, strict=True)]}
     del old["candidates"]
     assert KernelGraph.from_dict(old).to_dict() == data
+    # a call of the name without candidates stays without them
+    bare = replace(searched, nodes=[*calls, replace(tir, index=3, candidates=[])])
+    assert KernelGraph.from_dict(bare.to_dict()).nodes[3].candidates == []
     assert "candidates" not in graph.to_dict()  # unsearched graphs serialise as before
 
 

@@ -12,7 +12,7 @@ from gnnperf.hardware.cpu_identity import signature_of_hw
 from gnnperf.hardware.spec import host_of
 from gnnperf.measure.reference import aa_floor
 from gnnperf.store.folder import DatasetFolder
-from gnnperf.store.lines import RecordLine, RemeasureLine
+from gnnperf.store.lines import FailureLine, RecordLine, RemeasureLine
 from gnnperf.store.records import split_group
 from gnnperf.store.shards import is_probed, iter_lines, latest_records, shard_paths
 
@@ -96,22 +96,28 @@ def distinct_by_build(records: list[RecordLine]) -> tuple[dict[str, int], dict[s
             {b: len(v) for b, v in sorted(pairs.items())})
 
 
-def corpus_stats(records: list[RecordLine], failures: list[dict[str, Any]]) -> dict[str, Any]:
+#: the failure stages that say TVM (or the export before it) could not take an architecture
+IMPORT_STAGES = ("import", "lower", "compile")
+
+
+def corpus_stats(records: list[RecordLine], failures: list[FailureLine]) -> dict[str, Any]:
     """The real-architecture corpus's share of the folder (issue 45's label targets): its
     whole-model records, the graphs and architectures they cover, and the architectures
-    tried that TVM could not import or compile, each with the reason its first failure
-    gave. An architecture counts as imported when any of its sizes was measured; one that
-    only ever exceeded the ``default`` budget counts as neither."""
+    that could not be exported, imported, lowered or compiled, each with the reason its
+    first such failure gave. An architecture counts as imported when any of its sizes was
+    measured; one that failed only later (measuring) or was only skipped by the
+    ``default`` budget counts as neither."""
     from gnnperf.zoo.corpus import CATALOG, PREFIX
 
     mine = [r for r in records if r["model"]["family"].startswith(PREFIX)]
     measured = {r["model"]["family"] for r in mine}
-    reasons: dict[str, str] = {}
+    failed: dict[str, tuple[str, str]] = {}
     for f in failures:
         family = f["model"]["family"]
-        if family.startswith(PREFIX) and f["stage"] != "budget" and family not in measured:
-            reasons.setdefault(family, f"{f['stage']}: {f['reason']}")
-    tried = len(measured) + len(reasons)
+        if (family.startswith(PREFIX) and f["stage"] in IMPORT_STAGES
+                and family not in measured):
+            failed.setdefault(family, (f["stage"], f["reason"]))
+    tried = len(measured) + len(failed)
     return {
         "corpus_records": len(mine),
         "corpus_records_by_build": dict(sorted(Counter(r["build"] for r in mine).items())),
@@ -119,9 +125,10 @@ def corpus_stats(records: list[RecordLine], failures: list[dict[str, Any]]) -> d
         "corpus_architectures": len(measured),
         "corpus_model_types": len({CATALOG[f].model_type for f in measured if f in CATALOG}),
         "corpus_catalog": len(CATALOG),
-        "corpus_failed_architectures": dict(sorted(reasons.items())),
+        "corpus_failed_architectures": {k: f"{stage}: {why}"
+                                        for k, (stage, why) in sorted(failed.items())},
         "corpus_failures_by_stage": dict(sorted(Counter(
-            why.split(":", 1)[0] for why in reasons.values()).items())),
+            stage for stage, _ in failed.values()).items())),
         "corpus_import_success_rate": round(100 * len(measured) / tried, 1) if tried else None,
     }
 
@@ -132,7 +139,7 @@ def dataset_stats(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     shards = folder.shards
     records = latest_records(shards)
     signatures = [signature_of_hw(r["hw"]) for r in records]
-    failures = list(iter_lines(shards, kinds=("failure",)))
+    failures = cast(list[FailureLine], list(iter_lines(shards, kinds=("failure",))))
     lat = [r["whole"]["median_ms"] for r in records]
     per_family = Counter(r["model"]["family"] for r in records)
     per_hw = Counter(r["hw_id"] for r in records)

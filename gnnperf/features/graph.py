@@ -61,7 +61,8 @@ class KernelNode:
     schedule_trace: list[Any] | None = None
     #: ``best-of`` builds only: the S schedules the search picks this kernel's from (sampled, not
     #: measured), each ``{"features": {flops, loops, ms_features, missing}, "trace": ...}``
-    #: as a kernel record stores them. Kept out of stored graphs (see ``to_dict``).
+    #: as a kernel record stores them. Dataset shards' graphs have none (``extract_graph``
+    #: never fills them); a cached prediction graph stores them once per kernel name.
     candidates: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -131,6 +132,9 @@ class KernelGraph:
                 if first is not n.candidates and first != n.candidates:
                     node["candidates"] = n.candidates  # a call whose list differs keeps its own
             nodes.append(node)
+        for node, n in zip(nodes, self.nodes, strict=True):
+            if not n.candidates and n.name in shared:
+                node["candidates"] = []  # a call without any must not read its name's
         out = {
             "nodes": nodes,
             "edges": [list(e) for e in self.edges],

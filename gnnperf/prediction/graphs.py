@@ -43,8 +43,11 @@ def model_digest(model: ModelSource) -> str:
     st = path.stat()
     stamp = (str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns)
     if stamp not in _FILE_DIGESTS:
-        with path.open("rb") as f:
-            _FILE_DIGESTS[stamp] = hashlib.file_digest(f, "sha256").hexdigest()
+        digest = hashlib.sha256()
+        with path.open("rb") as f:  # (hashlib.file_digest is Python 3.11+)
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+        _FILE_DIGESTS[stamp] = digest.hexdigest()
     return _FILE_DIGESTS[stamp]
 
 

@@ -181,7 +181,7 @@ class Predictor:
         for graph, _ in items:
             self.check_build(graph.build)
         corrections: dict[str, Calibration | None] = {}
-        memo: CandidateMemo = {}  # a workload's candidates recur: every layer, every build
+        memo: CandidateMemo = {}  # the calls of one function share one list (cached graphs)
         datas = [self.scaler(graph_to_data(g, hw, memo=memo)) for g, hw in items]
         batch = Batch.from_data_list(datas)
         out = self.model(batch)
