@@ -3,18 +3,17 @@ user's cache folder, read by the predictor."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from gnnperf.atomic import write_text
+from gnnperf.digest import file_sha256
 from gnnperf.errors import GnnperfError
 from gnnperf.estimators.types import default_checkpoint
 from gnnperf.hardware.spec import cache_dir
@@ -162,15 +161,8 @@ def _store_key(cpu_id: str, checkpoint_sha256: str) -> str:
     return f"{cpu_id}|{checkpoint_sha256}"
 
 
-@lru_cache(maxsize=8)
-def _file_sha256(path: str, mtime_ns: int, size: int) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
 def checkpoint_sha256(checkpoint: str | os.PathLike[str] | None = None) -> str:
-    path = Path(checkpoint) if checkpoint else default_checkpoint()
-    stat = path.stat()
-    return _file_sha256(str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+    return file_sha256(Path(checkpoint) if checkpoint else default_checkpoint())
 
 
 def load_calibration(cpu_id: str, checkpoint_sha: str) -> Calibration | None:

@@ -20,6 +20,7 @@ from typing import Any
 
 import onnx
 
+from gnnperf.digest import file_sha256
 from gnnperf.features import KernelGraph
 from gnnperf.features.cache import default_cache, target_key
 from gnnperf.hardware.spec import HardwareSpec
@@ -27,28 +28,14 @@ from gnnperf.hardware.spec import HardwareSpec
 ModelSource = str | os.PathLike[str] | onnx.ModelProto
 
 
-#: (path, inode, size, mtime in ns) -> the file's SHA-256: ``advise`` looks one model up
-#: once per build and target, and a BERT-base file is 440 MB
-_FILE_DIGESTS: dict[tuple[str, int, int, int], str] = {}
-
-
 def model_digest(model: ModelSource) -> str:
-    """SHA-256 of the model's bytes; a file's is read once per process while it stays
-    unchanged (same inode, size and modification time)."""
+    """SHA-256 of the model's bytes (a file's read once per process while unchanged:
+    ``advise`` looks one model up once per build and target)."""
     if isinstance(model, onnx.ModelProto):
         return hashlib.sha256(model.SerializeToString()).hexdigest()
-    path = Path(model)
-    if not path.is_file():
+    if not Path(model).is_file():
         return hashlib.sha256(b"").hexdigest()
-    st = path.stat()
-    stamp = (str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns)
-    if stamp not in _FILE_DIGESTS:
-        digest = hashlib.sha256()
-        with path.open("rb") as f:  # (hashlib.file_digest is Python 3.11+)
-            for block in iter(lambda: f.read(1 << 20), b""):
-                digest.update(block)
-        _FILE_DIGESTS[stamp] = digest.hexdigest()
-    return _FILE_DIGESTS[stamp]
+    return file_sha256(model)
 
 
 def graph_key(model: ModelSource, hw: HardwareSpec, build: str,
