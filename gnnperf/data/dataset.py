@@ -18,6 +18,7 @@ from gnnperf.atomic import atomic_path
 from gnnperf.collect.graph_traces import join_traces
 from gnnperf.data.encoding import record_to_data, with_hardware
 from gnnperf.data.pack import PackedItems, encoding_version
+from gnnperf.digest import file_sha256
 from gnnperf.errors import DatasetError, one_line
 from gnnperf.estimators.kernel.dataset import CandidateMemo, tuned_candidates
 from gnnperf.features import KernelGraph
@@ -99,7 +100,7 @@ def _shards_digest(paths: list[Path], folder: str) -> hashlib._Hash:
     h = hashlib.sha256()
     for path in paths:
         h.update(f"{folder}/{path.name}".encode())
-        h.update(hashlib.sha256(path.read_bytes()).digest())
+        h.update(bytes.fromhex(file_sha256(path)))
     return h
 
 

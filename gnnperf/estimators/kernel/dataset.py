@@ -34,6 +34,7 @@ import numpy as np
 from tqdm import tqdm
 
 from gnnperf.atomic import write_bytes
+from gnnperf.digest import file_sha256
 from gnnperf.errors import DatasetError
 from gnnperf.features import (
     KernelNode,
@@ -315,7 +316,7 @@ def _build(folder: DatasetFolder, progress: bool) -> KernelTable:
     one whose rows are all cached is not parsed at all (parsing is most of a cold load)."""
     cache_dir = folder.processed / "kernel_rows" / _code_fingerprint()
     cached: dict[Path, Path] = {
-        path: cache_dir / f"{path.name}-{hashlib.sha256(path.read_bytes()).hexdigest()[:16]}.npz"
+        path: cache_dir / f"{path.name}-{file_sha256(path)[:16]}.npz"
         for path in shard_paths(folder.kernels)}
     workloads: dict[str, Any] = {}
     by_shard: dict[Path, list[KernelRecordLine]] = {}
