@@ -17,7 +17,12 @@ Methods:
 - ``xgb-all-features``: XGBoost on every column the kernel model reads.
 
     python benchmarks/kernel_model.py [--root datasets] [--seeds 3] [--out FILE.json]
-        [--score val]
+        [--score val] [--anatomy]
+
+``--anatomy`` instead breaks ``xgb-all-features``' error on unseen workloads down (operator
+class, CPU, kernel time; workload bias against within-workload error) and sets it against
+what bounds it: the same learner on seen workloads and the kernel A/A floor
+(``kernel_error_anatomy.json``).
 
 ``--score val`` scores the validation workloads instead of the test ones: that is where a
 choice between the methods (a default of the shipped model) is made, never on test.
@@ -44,7 +49,7 @@ from gnnperf.estimators.kernel import (
     ranking_metrics,
     train_kernel_model,
 )
-from gnnperf.metrics import metrics
+from gnnperf.metrics import breakdown, group_error_decomposition, metrics
 
 SPLIT = (0.15, 0.15)
 
@@ -57,15 +62,21 @@ def _scores(pred: np.ndarray, table: KernelTable, rows: np.ndarray) -> dict[str,
     return out
 
 
-def _xgb(table: KernelTable, seed: int, columns: np.ndarray, on: str) -> dict[str, float]:
+def _fit_xgb(x: np.ndarray, y: np.ndarray, train: np.ndarray, val: np.ndarray, seed: int
+             ) -> Any:
+    """XGBoost regressing ``y`` on ``x``'s ``train`` rows, early-stopped on ``val``'s."""
     import xgboost
 
-    train, val, test = group_split(table.workload, SPLIT, seed)
     model = xgboost.XGBRegressor(n_estimators=2000, learning_rate=0.05, max_depth=6,
                                  subsample=0.8, colsample_bytree=0.8, n_jobs=2,
                                  early_stopping_rounds=100, random_state=seed)
-    model.fit(table.x[train][:, columns], table.log_ms[train],
-              eval_set=[(table.x[val][:, columns], table.log_ms[val])], verbose=False)
+    model.fit(x[train], y[train], eval_set=[(x[val], y[val])], verbose=False)
+    return model
+
+
+def _xgb(table: KernelTable, seed: int, columns: np.ndarray, on: str) -> dict[str, float]:
+    train, val, test = group_split(table.workload, SPLIT, seed)
+    model = _fit_xgb(table.x[:, columns], table.log_ms, train, val, seed)
     scored = test if on == "test" else val
     out = _scores(model.predict(table.x[scored][:, columns]).astype(float), table, scored)
 
@@ -99,6 +110,85 @@ def _mlp(table: KernelTable, seed: int, on: str, **overrides: Any) -> dict[str, 
                 "mape", float("nan"))}
 
 
+def _roofline_log_ms(table: KernelTable) -> np.ndarray:
+    """Per row, the natural log of its roofline time in ms: the larger of its flops at the
+    machine's peak and its bytes at the machine's bandwidth (the columns hold log1p
+    counts and log2 GFLOP/s, GB/s)."""
+    col = {n: i for i, n in enumerate(table.feature_names)}
+    x = table.x.astype(np.float64)
+    flops = np.expm1(x[:, col["log_flops"]])
+    moved = np.expm1(x[:, col["log_bytes_read"]]) + np.expm1(x[:, col["log_bytes_written"]])
+    seconds = np.maximum(flops / (2.0 ** x[:, col["hw_log2_peak_gflops"]] * 1e9),
+                         moved / (2.0 ** x[:, col["hw_log2_mem_bw_gbs"]] * 1e9))
+    return np.log(np.maximum(seconds * 1e3, 1e-9))
+
+
+def anatomy(table: KernelTable, seed: int, on: str, root: str | None) -> dict[str, Any]:
+    """Where ``xgb-all-features``' error on unseen workloads lies, and what it is bounded by.
+
+    - per operator class, CPU, scheduled or not, and kernel time;
+    - split into each workload's shared bias and the error within its schedules;
+    - the same learner on *seen* workloads (rows split at random) and on its own training
+      rows: what the features allow at all;
+    - regressing the log ratio to the roofline time instead of the log time;
+    - trained on a quarter and a half of the training workloads (a learning curve);
+    - the kernel A/A floor per CPU (labels cannot be matched better than they repeat).
+    """
+    from gnnperf.collect.kernels import kernel_noise_floor_by_cpu
+
+    train, val, test = group_split(table.workload, SPLIT, seed)
+    scored = test if on == "test" else val
+    pred = _fit_xgb(table.x, table.log_ms, train, val, seed).predict(table.x[scored])
+    pred, true = pred.astype(float), table.log_ms[scored]
+    names = np.asarray(table.feature_names)
+    op_cols = np.char.startswith(names, "op_")
+    op_class = names[op_cols][np.argmax(table.x[scored][:, op_cols], axis=1)]
+    bins = np.array(["<10us", "10-100us", "0.1-1ms", "1-10ms", ">=10ms"])
+    time_bin = bins[np.digitize(np.exp(true), [0.01, 0.1, 1.0, 10.0])]
+    scheduled = np.where(table.unscheduled[scored], "unscheduled", "scheduled")
+
+    def by(labels: np.ndarray) -> dict[str, dict[str, float]]:
+        return {k: {"mape": v["mape"], "n": v["n"]}
+                for k, v in breakdown(np.exp(pred), np.exp(true), labels.tolist()).items()}
+
+    rows = np.random.default_rng(seed).permutation(len(table))
+    cut = [int(f * len(rows)) for f in (0.7, 0.85)]
+    seen_train, seen_val = rows[:cut[0]], rows[cut[0]:cut[1]]
+    seen = _fit_xgb(table.x, table.log_ms, seen_train, seen_val, seed)
+    anchor = _roofline_log_ms(table)
+    residual = _fit_xgb(table.x, table.log_ms - anchor, train, val, seed)
+    roofline_pred = residual.predict(table.x[scored]).astype(float) + anchor[scored]
+
+    def mape(p: np.ndarray, rows_: np.ndarray) -> float:
+        return metrics(np.exp(p), np.exp(table.log_ms[rows_]))["mape"]
+
+    # what more workloads buy: the same learner on a share of the training workloads
+    train_workloads = np.unique(table.workload[train])
+    order = np.random.default_rng(seed).permutation(len(train_workloads))
+    curve = {"1.0": mape(pred, scored)}
+    for share in (0.25, 0.5):
+        kept = train_workloads[order[:round(share * len(train_workloads))]]
+        part = train[np.isin(table.workload[train], kept)]
+        fitted = _fit_xgb(table.x, table.log_ms, part, val, seed)
+        curve[str(share)] = mape(fitted.predict(table.x[scored]).astype(float), scored)
+
+    return {
+        "unseen_workloads": {"mape": mape(pred, scored), "schedules": int(len(scored)),
+                             **ranking_metrics(pred, true, table.group[scored])},
+        "by_operator_class": by(op_class), "by_hardware": by(table.hw_id[scored]),
+        "by_scheduled": by(scheduled), "by_kernel_time": by(time_bin),
+        "bias_and_within_log_error": group_error_decomposition(pred, true,
+                                                               table.group[scored]),
+        "seen_workloads_mape": mape(seen.predict(table.x[seen_val]).astype(float), seen_val),
+        "own_training_rows_mape": mape(seen.predict(table.x[seen_train]).astype(float),
+                                       seen_train),
+        "roofline_residual_target_mape": mape(roofline_pred, scored),
+        "mape_by_share_of_training_workloads": curve,
+        "training_workloads": int(len(train_workloads)),
+        "kernel_aa_floor_by_cpu": kernel_noise_floor_by_cpu(root),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", default=None)
@@ -107,9 +197,21 @@ def main() -> None:
                         default=Path(__file__).with_name("kernel_model.json"))
     parser.add_argument("--score", choices=("test", "val"), default="test",
                         help="which unseen workloads to score (choose methods on val)")
+    parser.add_argument("--anatomy", action="store_true",
+                        help="instead of comparing methods, say where xgb-all-features errs "
+                             "(default --out: kernel_error_anatomy.json)")
     args = parser.parse_args()
     on = args.score
     table = load_kernel_table(args.root)
+    if args.anatomy:
+        out = args.out if args.out != parser.get_default("out") \
+            else args.out.with_name("kernel_error_anatomy.json")
+        report = {"scored": on, "seed": 0, "split": {"val_frac": SPLIT[0],
+                                                     "test_frac": SPLIT[1], "by": "workload"},
+                  **anatomy(table, 0, on, args.root)}
+        write_text(out, json.dumps(report, indent=1) + "\n")
+        print(json.dumps(report, indent=1))
+        return
     names = np.asarray(table.feature_names)
     methods = {
         "kernel-model": lambda s: _mlp(table, s, on),

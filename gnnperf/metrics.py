@@ -34,6 +34,22 @@ def breakdown(pred_ms: np.ndarray, true_ms: np.ndarray, labels: Sequence[str]
     return {str(k): metrics(pred_ms[tags == k], true_ms[tags == k]) for k in sorted(set(labels))}
 
 
+def group_error_decomposition(pred_log: np.ndarray, true_log: np.ndarray, groups: Sequence[str]
+                              ) -> dict[str, float]:
+    """Where a per-schedule log-time error lives: in each group's shared bias (the workload's
+    level misjudged) or within the group (its schedules misjudged against each other).
+
+    ``between``: mean |group mean error| per row; ``within``: mean |error - its group's mean|;
+    ``mape_without_bias``: the MAPE left once each group's mean error is removed.
+    """
+    err = np.asarray(pred_log, float) - np.asarray(true_log, float)
+    _, owner = np.unique(np.asarray(groups), return_inverse=True)
+    bias = (np.bincount(owner, err) / np.bincount(owner))[owner]
+    within = err - bias
+    return {"between": float(np.mean(np.abs(bias))), "within": float(np.mean(np.abs(within))),
+            "mape_without_bias": float(np.mean(np.abs(np.expm1(within))) * 100)}
+
+
 def conformal_quantile(scores: np.ndarray, coverage: float) -> float:
     """The split-conformal ``coverage`` quantile of calibration ``scores``: the
     ceil((n + 1) * coverage)-th smallest (the largest for small n), so that a new score

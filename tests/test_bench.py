@@ -492,6 +492,20 @@ def test_the_conformal_quantile_is_the_finite_sample_rank() -> None:
     assert np.isnan(conformal_quantile(np.array([]), 0.9))
 
 
+def test_a_per_schedule_error_splits_into_its_workload_bias_and_the_rest() -> None:
+    from gnnperf.metrics import group_error_decomposition
+
+    groups = ["a", "a", "b", "b"]
+    true = np.zeros(4)
+    # group a: both schedules 0.2 too slow (a pure bias); group b: ±0.1 around its truth
+    pred = np.array([0.2, 0.2, 0.1, -0.1])
+    d = group_error_decomposition(pred, true, groups)
+    assert d["between"] == pytest.approx(0.1)  # |0.2| on two rows, 0 on two
+    assert d["within"] == pytest.approx(0.05)  # 0 on a's rows, 0.1 on b's
+    assert d["mape_without_bias"] == pytest.approx(
+        (2 * 0.0 + (math.exp(0.1) - 1) + (1 - math.exp(-0.1))) / 4 * 100)
+
+
 def test_hardware_inputs_never_varied_in_training_are_pinned_on_test() -> None:
     names = feature_names()
     ref = names.index("hw_log2_ref_gemm_ms")
