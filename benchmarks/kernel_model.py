@@ -7,7 +7,9 @@ ways: by the tuned head (from the unscheduled kernel) and as the best of the wor
 sampled schedules' predicted times plus the fitted offset (what a ``tuned`` node reads).
 
 Methods:
-- ``kernel-model``: :mod:`gnnperf.estimators.kernel` as shipped (time + ranking + tuned losses);
+- ``kernel-model``: :mod:`gnnperf.estimators.kernel` as shipped (time + ranking + tuned losses,
+  then gradient-boosted trees for the schedule times);
+- ``no-booster``: the same with the MLP's time head for the schedule times (before 2026-11-29);
 - ``no-schedule-features``: the same without the trace's decisions (``sched_*`` zeroed);
 - ``no-rank-loss``: the same with the pointwise loss only;
 - ``rank-weight-1``: the same with the ranking loss at weight 1 (the default before
@@ -49,6 +51,7 @@ from gnnperf.estimators.kernel import (
     ranking_metrics,
     train_kernel_model,
 )
+from gnnperf.estimators.kernel.boosted import booster_log_ms, fit_booster
 from gnnperf.metrics import breakdown, group_error_decomposition, metrics
 
 SPLIT = (0.15, 0.15)
@@ -62,16 +65,21 @@ def _scores(pred: np.ndarray, table: KernelTable, rows: np.ndarray) -> dict[str,
     return out
 
 
-def _fit_xgb(x: np.ndarray, y: np.ndarray, train: np.ndarray, val: np.ndarray, seed: int
-             ) -> Any:
-    """XGBoost regressing ``y`` on ``x``'s ``train`` rows, early-stopped on ``val``'s."""
-    import xgboost
+class _Trees:
+    """The product's trees (:mod:`gnnperf.estimators.kernel.boosted`) behind a ``predict``."""
 
-    model = xgboost.XGBRegressor(n_estimators=2000, learning_rate=0.05, max_depth=6,
-                                 subsample=0.8, colsample_bytree=0.8, n_jobs=2,
-                                 early_stopping_rounds=100, random_state=seed)
-    model.fit(x[train], y[train], eval_set=[(x[val], y[val])], verbose=False)
-    return model
+    def __init__(self, booster: Any) -> None:
+        self.booster = booster
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        return booster_log_ms(self.booster, x)
+
+
+def _fit_xgb(x: np.ndarray, y: np.ndarray, train: np.ndarray, val: np.ndarray, seed: int
+             ) -> _Trees:
+    """XGBoost regressing ``y`` on ``x``'s ``train`` rows, early-stopped on ``val``'s, with
+    the kernel model's own parameters."""
+    return _Trees(fit_booster(x, y, train, val, seed, n_jobs=2))
 
 
 def _xgb(table: KernelTable, seed: int, columns: np.ndarray, on: str) -> dict[str, float]:
@@ -220,6 +228,7 @@ def main() -> None:
     methods = {
         "kernel-model": lambda s: _mlp(table, s, on),
         "no-schedule-features": lambda s: _mlp(table, s, on, drop_prefixes=("sched_",)),
+        "no-booster": lambda s: _mlp(table, s, on, booster=False),
         "no-rank-loss": lambda s: _mlp(table, s, on, rank_weight=0.0),
         "rank-weight-1": lambda s: _mlp(table, s, on, rank_weight=1.0),
         "xgb-metaschedule": lambda s: _xgb(table, s, np.char.startswith(names, "ms_"), on),

@@ -28,6 +28,7 @@ from gnnperf.estimators.kernel import (
     save_kernel_model,
     train_kernel_model,
 )
+from gnnperf.estimators.kernel.boosted import booster_to_bytes, fit_booster
 from gnnperf.features.schedule import schedule_feature_vector
 from gnnperf.features.schema import SCHEDULE as SCHEDULE_FEATURE_NAMES
 from gnnperf.store.shards import iter_lines, shard_paths
@@ -175,15 +176,66 @@ def test_a_tuned_kernel_is_the_best_of_its_candidates_plus_the_offset() -> None:
     owner = torch.tensor([0, 0, 0, 2, 2])  # kernel 1 is tuned but has no candidate
     tuned = torch.tensor([True, True, False])
     with torch.no_grad():
-        emb = model.embed(x)
-        got = model.node_log_ms(emb, tuned, cands, owner)
+        emb, got = model.node_outputs(x, tuned, cands, owner)
+        assert torch.equal(emb, model.embed(x))
         each = model(cands)
-        plain = model.node_log_ms(emb, tuned)
+        _, plain = model.node_outputs(x, tuned)
         head = float(model.tuned_head(emb[1:2]).squeeze())
         own = float(model(x[2:3]).squeeze())
     assert got[0] == pytest.approx(float(each[:3].min()) + 0.25)
     assert got[1] == pytest.approx(head) and got[1] == plain[1]
     assert got[2] == pytest.approx(own)  # not tuned: its own row
+
+
+def test_trees_predict_every_schedule_time_and_travel_in_every_state_dict(
+        tmp_path: Path) -> None:
+    """With a booster, schedule and candidate times are the trees' (the MLP keeps the
+    embedding and the tuned head); the trees survive the kernel checkpoint and the GNN's
+    state dict; a state dict from before boosters loads as a model without one."""
+    from gnnperf.estimators.kernel.boosted import booster_from_bytes, booster_log_ms
+
+    table = _synthetic_table(n_groups=16, per_group=5)
+    cfg = KernelTrainConfig(hidden=16, embed_dim=8, layers=2, epochs=3, patience=3,
+                            val_frac=0.25, test_frac=0.25, booster_rounds=50)
+    result = train_kernel_model(table, cfg, progress=False)
+    model = result.model.eval()
+    assert model.has_booster
+    x = torch.from_numpy(table.x)
+    trees = booster_from_bytes(model.booster_raw.numpy().tobytes())
+    expected = booster_log_ms(trees, table.x)
+    tuned = torch.zeros(len(x), dtype=torch.bool)
+    tuned[0] = True
+    owner = torch.zeros(3, dtype=torch.long)
+    with torch.no_grad():
+        assert np.allclose(model.schedule_log_ms(x).numpy(), expected)
+        assert not np.allclose(model(x).numpy(), expected)  # not the time head's
+        _, got = model.node_outputs(x, tuned, x[5:8], owner)
+    assert np.allclose(got[1:].numpy(), expected[1:])
+    assert float(got[0]) == pytest.approx(float(expected[5:8].min() + model.tuned_offset))
+    val = result.metrics["val"]
+    assert val["time_head"]["schedules"]["mape"] != val["schedules"]["mape"]
+    # the kernel checkpoint
+    path = save_kernel_model(result, cfg, table, tmp_path / "k.pt")
+    loaded, _ = load_kernel_model(path)
+    with torch.no_grad():
+        assert torch.equal(loaded.schedule_log_ms(x), model.schedule_log_ms(x))
+    # the state dict of a model that holds it, and one from before boosters
+    state = model.state_dict()
+    fresh, twin = KernelCostModel(model.cfg).eval(), KernelCostModel(model.cfg).eval()
+    fresh.load_state_dict(state)
+    twin.load_state_dict(state)
+    assert torch.equal(fresh.booster_raw, model.booster_raw)
+    # an ensemble's members share one copy of the bytes, so its checkpoint holds one
+    assert fresh.booster_raw.data_ptr() == twin.booster_raw.data_ptr()
+    old_state = {k: v for k, v in model.state_dict().items() if k != "booster_raw"}
+    fresh.load_state_dict(old_state)
+    assert not fresh.has_booster
+    with torch.no_grad():
+        assert torch.equal(fresh.schedule_log_ms(x), model(x))
+    # the time head alone, when asked for
+    plain = train_kernel_model(table, KernelTrainConfig(**{**cfg.__dict__, "booster": False}),
+                               progress=False, scored=("val",))
+    assert not plain.model.has_booster and "time_head" not in plain.metrics["val"]
 
 
 def test_the_tuned_offset_is_fitted_on_validation_and_scored(table: KernelTable) -> None:
@@ -264,7 +316,8 @@ def _synthetic_table(n_groups: int = 40, per_group: int = 8, seed: int = 0) -> K
 def test_training_learns_times_rankings_and_the_best_schedule() -> None:
     table = _synthetic_table()
     cfg = KernelTrainConfig(hidden=64, embed_dim=16, layers=2, epochs=150, patience=40,
-                            groups_per_batch=8, dropout=0.0, val_frac=0.2, test_frac=0.2)
+                            groups_per_batch=8, dropout=0.0, val_frac=0.2, test_frac=0.2,
+                            booster=False)
     result = train_kernel_model(table, cfg, progress=False)
     test = result.metrics["test"]
     assert set(result.metrics) >= {"train", "val", "test"}
@@ -278,6 +331,15 @@ def test_training_learns_times_rankings_and_the_best_schedule() -> None:
     assert "train" not in blind.metrics and "val" not in blind.metrics
     assert blind.metrics["test"]["group_spearman"] < test["group_spearman"] - 0.3
     assert blind.metrics["test"]["schedules"]["mape"] > 2 * test["schedules"]["mape"]
+    # trees fitted after the same network leave it as it was and rank the schedules too;
+    # on 24 training workloads of a smooth law their steps are coarser than the network
+    # (the kernel dataset has thousands of workloads, where they err less)
+    trees = train_kernel_model(table, KernelTrainConfig(**{**cfg.__dict__, "booster": True}),
+                               progress=False, scored=("test",)).metrics["test"]
+    assert trees["time_head"]["schedules"] == test["schedules"]
+    assert trees["schedules"] != test["schedules"]
+    assert trees["schedules"]["mape"] < 40
+    assert trees["group_spearman"] > 0.8 and trees["top1_regret_pct"] < 10
 
 
 def test_the_checkpoint_round_trips(table: KernelTable, tmp_path: Path) -> None:
@@ -384,7 +446,13 @@ def test_the_gnn_reads_a_frozen_kernel_model(small_root: Path, tmp_path: Path) -
     from torch_geometric.data import Batch
 
     from gnnperf.data import LatencyDataset
-    from gnnperf.estimators.gnn.network import LatencyGNN, ModelConfig, attach_kernel_outputs
+    from gnnperf.estimators.gnn.checkpoint import Checkpoint
+    from gnnperf.estimators.gnn.network import (
+        EnsembleGNN,
+        LatencyGNN,
+        ModelConfig,
+        attach_kernel_outputs,
+    )
     from gnnperf.estimators.gnn.training import TrainConfig, resolve_kernel_model
     from gnnperf.estimators.kernel import KernelCostModel, KernelModelConfig, kernel_feature_names
 
@@ -418,6 +486,41 @@ def test_the_gnn_reads_a_frozen_kernel_model(small_root: Path, tmp_path: Path) -
         stored = Batch.from_data_list(graphs)
         assert stored.kernel_emb.shape == (batch.num_nodes, kcfg.embed_dim)
         assert torch.allclose(gnn(stored).mu, gnn(batch).mu, atol=1e-5)
+        # trees, where the kernel model has them, give the node times; the GNN's state
+        # dict carries them
+        rng = np.random.default_rng(0)
+        rows = rng.normal(size=(40, kcfg.in_dim)).astype(np.float32)
+        trees = fit_booster(rows, rng.normal(size=40) + 3.0, np.arange(30),
+                            np.arange(30, 40), 0, max_rounds=20)
+        plain = gnn(batch).mu.clone()
+        gnn.kernel_model.set_booster(booster_to_bytes(trees))
+        boosted = gnn(batch).mu.clone()
+        assert not torch.allclose(boosted, plain)
+        copy = LatencyGNN(gnn.config).eval()
+        copy.load_state_dict(gnn.state_dict())
+        assert copy.kernel_model is not None and copy.kernel_model.has_booster
+        assert torch.allclose(copy(batch).mu, boosted, atol=1e-5)
+        # an ensemble's checkpoint stores its members' one kernel model (trees and all)
+        # once, and predicts with the trees after loading
+        pair = EnsembleGNN(gnn.config, [gnn, copy]).eval()
+        sizes = {}
+        for name, ensemble in (("one", EnsembleGNN(gnn.config, [gnn])), ("two", pair)):
+            fields = dict(model_config=gnn.config.to_dict(), train_config={},
+                          state_dict=ensemble.state_dict(), scaler={}, sigma_scale=1.0,
+                          interval_coverage=0.9, feature_names=[], dataset_fingerprint="",
+                          hw_ranges={}, gflop_ranges={}, builds=[], isas=[], hosts=None)
+            sizes[name] = Checkpoint(**fields).save(tmp_path / f"{name}.pt").stat().st_size
+        nbytes = {"own": 0, "kernel": 0}
+        for k, v in gnn.state_dict().items():
+            nbytes["kernel" if k.startswith("kernel_model.") else "own"] += \
+                v.numel() * v.element_size()
+        assert sizes["two"] - sizes["one"] < nbytes["own"] + nbytes["kernel"] / 2
+        saved = torch.load(tmp_path / "two.pt", weights_only=False)["state_dict"]
+        assert saved["members.1.kernel_model.booster_raw"].data_ptr() == \
+            saved["members.0.kernel_model.booster_raw"].data_ptr()
+        loaded = EnsembleGNN(gnn.config, [LatencyGNN(gnn.config), LatencyGNN(gnn.config)])
+        loaded.load_state_dict(saved)
+        assert torch.allclose(loaded.eval()(batch).mu, boosted, atol=1e-5)
     # builtins are left out of the kernel model's sum
     values = torch.tensor([0.0, 5.0, 0.0])
     lse = LatencyGNN.log_sum_exp(values, torch.tensor([0, 0, 0]), 1,

@@ -155,7 +155,9 @@ def split_kernel_model(root: Path, test_models: set[str], train_models: set[str]
         return SplitKernelModel(
             None, "no kernel model: fewer than 10 workloads outside the test models")
     kcfg = KernelTrainConfig(seed=seed, epochs=cfg.rule.max_epochs,
-                             patience=cfg.rule.patience_epochs, val_frac=0.15, test_frac=0.05)
+                             patience=cfg.rule.patience_epochs, val_frac=0.15, test_frac=0.05,
+                             booster_rounds=cfg.rule.max_trees,
+                             booster_patience=cfg.rule.patience_trees)
     result = train_kernel_model(kept, kcfg, progress=False, scored=("val",))
     path = save_kernel_model(result, kcfg, kept, folder / "kernel_model.pt")
     left_out = ("every workload of the test models" if strict

@@ -157,9 +157,9 @@ class KernelModelSum(ConformalEstimator):
     @torch.no_grad()
     def kernel_ms(self, graph: Data) -> np.ndarray:
         """Per node, the kernel model's time (ms); 0 for nodes it does not describe."""
-        log_ms = self.model.node_log_ms(self.model.embed(graph.x_kernel), graph.kernel_tuned,
-                                        getattr(graph, "x_candidates", None),
-                                        getattr(graph, "candidates_node_index", None))
+        _, log_ms = self.model.node_outputs(graph.x_kernel, graph.kernel_tuned,
+                                            getattr(graph, "x_candidates", None),
+                                            getattr(graph, "candidates_node_index", None))
         return torch.where(graph.kernel_model_mask, log_ms.exp(), 0.0).numpy()
 
     def _raw(self, graphs: Sequence[Data]) -> np.ndarray:

@@ -8,7 +8,7 @@ fields, and what older checkpoints lack is filled in once, here, not at every re
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from statistics import NormalDist
 from typing import Any
@@ -26,6 +26,21 @@ from gnnperf.hardware.spec import ISA_LEVELS
 #: Version of the checkpoint layout (2: an ensemble of members).
 CHECKPOINT_FORMAT = 2
 INTERVAL_Z = NormalDist().inv_cdf(0.5 + INTERVAL_COVERAGE / 2)
+
+
+def share_kernel_models(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``state`` with each kernel-model tensor that equals another member's replaced by that
+    one, so that ``torch.save`` stores it once: every member reads one frozen kernel model."""
+    first: dict[str, torch.Tensor] = {}
+    out = dict(state)
+    for key, value in state.items():
+        if ".kernel_model." not in key:
+            continue
+        name = key.split(".kernel_model.", 1)[1]
+        kept = first.setdefault(name, value)
+        if kept is not value and kept.dtype == value.dtype and torch.equal(kept, value):
+            out[key] = kept
+    return out
 
 
 def interval_ms(mu: np.ndarray | float, sigma: np.ndarray | float
@@ -74,10 +89,13 @@ class Checkpoint:
     format: int = CHECKPOINT_FORMAT
 
     def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write the checkpoint (a temp file renamed into place)."""
+        """Write the checkpoint (a temp file renamed into place). The members' frozen kernel
+        models, equal in every member, are stored once (their trees are megabytes)."""
         path = Path(path)
+        payload = {f.name: getattr(self, f.name) for f in fields(self)}  # not deep-copied
+        payload["state_dict"] = share_kernel_models(self.state_dict)
         with atomic_path(path) as tmp:
-            torch.save(asdict(self), tmp)
+            torch.save(payload, tmp)
         return path
 
     @classmethod

@@ -33,6 +33,7 @@ Design (why each piece is there):
 
 from __future__ import annotations
 
+import copy
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -105,11 +106,9 @@ class GNNOutput:
 def kernel_node_outputs(kernel_model: KernelCostModel, data: Data | Batch
                         ) -> tuple[Tensor, Tensor]:
     """Per node of ``data``, the kernel model's embedding and predicted log ms."""
-    emb = kernel_model.embed(data.x_kernel)
-    time = kernel_model.node_log_ms(emb, data.kernel_tuned,
-                                    getattr(data, "x_candidates", None),
-                                    getattr(data, "candidates_node_index", None))
-    return emb, time
+    return kernel_model.node_outputs(data.x_kernel, data.kernel_tuned,
+                                     getattr(data, "x_candidates", None),
+                                     getattr(data, "candidates_node_index", None))
 
 
 @torch.no_grad()
@@ -245,6 +244,13 @@ class EnsembleGNN(nn.Module):
             else [LatencyGNN(config) for _ in range(max(1, config.members))])
 
     def forward(self, data: Data | Batch) -> GNNOutput:
+        first = self.members[0].kernel_model
+        if (first is not None and getattr(data, "kernel_emb", None) is None
+                and getattr(data, "x_kernel", None) is not None):
+            # the members read one frozen kernel model: its outputs (trees included) once
+            data = copy.copy(data)
+            with torch.no_grad():
+                data.kernel_emb, data.kernel_time = kernel_node_outputs(first, data)
         outs = [m(data) for m in self.members]
         mus = torch.stack([o.mu for o in outs])
         mu = mus.mean(0)

@@ -2,7 +2,8 @@
 
 Every learned estimator starts here: the additive baseline sums its predictions and the
 GNN reads its embedding and predicted time on every node. Modules: :mod:`.dataset` (the
-kernel shards as a feature table), :mod:`.model` (the network and its two heads) and
+kernel shards as a feature table), :mod:`.model` (the network and its two heads),
+:mod:`.boosted` (the gradient-boosted trees that predict its schedule times) and
 :mod:`.training` (losses, early stopping, figures, checkpoints).
 """
 

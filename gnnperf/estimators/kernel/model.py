@@ -11,6 +11,10 @@ to an embedding, read by two heads.
   S noisy predictions is biased low) replaces the tuned head. On unseen workloads this
   is what predicts a best-of kernel best (``benchmarks/kernel_model.py``).
 
+- **trees for the time** (:mod:`.boosted`): where the model holds a booster, its
+  prediction replaces the time head's for every schedule, candidates included; the MLP
+  keeps the embedding and the tuned head.
+
 The embedding is what the GNN receives on every node, beside the predicted time.
 """
 
@@ -22,7 +26,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from gnnperf.estimators.kernel.boosted import booster_from_bytes, booster_log_ms
 from gnnperf.standardize import standardize
+
+BOOSTER_KEY = "booster_raw"
 
 
 @dataclass
@@ -50,6 +57,10 @@ class KernelCostModel(nn.Module):
         self.register_buffer("mean", mean if mean is not None else torch.zeros(cfg.in_dim))
         self.register_buffer("std", std if std is not None else torch.ones(cfg.in_dim))
         self.register_buffer("tuned_offset", torch.zeros(()))
+        # the booster's model bytes (empty: none), a buffer so that state dicts carry it
+        self.register_buffer(BOOSTER_KEY, torch.zeros(0, dtype=torch.uint8))
+        self._booster: Any = None
+        self.register_load_state_dict_pre_hook(self._fit_booster_buffer)
         dims = [cfg.in_dim] + [cfg.hidden] * (cfg.layers - 1)
         blocks: list[nn.Module] = []
         for a, b in zip(dims, dims[1:], strict=False):
@@ -59,13 +70,45 @@ class KernelCostModel(nn.Module):
         self.time_head = nn.Sequential(nn.GELU(), nn.Linear(cfg.embed_dim, 1))
         self.tuned_head = nn.Sequential(nn.GELU(), nn.Linear(cfg.embed_dim, 1))
 
+    def _fit_booster_buffer(self, module: nn.Module, state_dict: dict[str, Any], prefix: str,
+                            *args: Any) -> None:
+        """Loading takes the saved bytes themselves (any size; the members of an ensemble
+        then share one copy, which a checkpoint stores once); a state dict saved before
+        boosters (none in it) loads as a model without one."""
+        key = prefix + BOOSTER_KEY
+        saved = state_dict.setdefault(key, torch.zeros(0, dtype=torch.uint8))
+        self.booster_raw = saved.to(self.booster_raw.device, torch.uint8)
+        self._booster = None
+
+    def set_booster(self, raw: bytes) -> None:
+        """Use the booster whose model bytes are ``raw`` for every schedule time (b"": none)."""
+        data = torch.frombuffer(bytearray(raw), dtype=torch.uint8) if raw \
+            else torch.zeros(0, dtype=torch.uint8)
+        self.booster_raw = data.to(self.mean.device)
+        self._booster = None
+
+    @property
+    def has_booster(self) -> bool:
+        return self.booster_raw.numel() > 0
+
+    def schedule_log_ms(self, x: Tensor) -> Tensor:
+        """Predicted natural-log milliseconds of each row's schedule: the booster's where
+        the model has one, else the time head's."""
+        if not self.has_booster:
+            return self(x)
+        if self._booster is None:
+            self._booster = booster_from_bytes(self.booster_raw.cpu().numpy().tobytes())
+        pred = booster_log_ms(self._booster, x.detach().cpu().numpy())
+        return torch.from_numpy(pred).to(x.device)
+
     def embed(self, x: Tensor) -> Tensor:
         z = standardize(x, self.mean, self.std) if self.cfg.clip_inputs \
             else (x - self.mean) / self.std
         return self.encoder(z)
 
     def forward(self, x: Tensor) -> Tensor:
-        """Predicted natural-log milliseconds of each row's schedule."""
+        """The time head's natural-log milliseconds of each row's schedule (what training
+        fits; :meth:`schedule_log_ms` is what predictions use)."""
         return self.time_head(self.embed(x)).squeeze(-1)
 
     def tuned(self, x_unscheduled: Tensor) -> Tensor:
@@ -76,20 +119,22 @@ class KernelCostModel(nn.Module):
                        ) -> tuple[Tensor, Tensor]:
         """Per owner (``n`` of them), the best predicted log ms over its candidate rows plus
         ``tuned_offset``, and whether it has any candidate."""
-        pred = self(x_candidates)
+        pred = self.schedule_log_ms(x_candidates)
         best = pred.new_zeros(n).scatter_reduce(0, owner, pred, "amin", include_self=False)
         count = torch.zeros(n, dtype=torch.long, device=owner.device).index_add_(
             0, owner, torch.ones_like(owner))
         return best + self.tuned_offset, count > 0
 
-    def node_log_ms(self, emb: Tensor, tuned: Tensor, x_candidates: Tensor | None = None,
-                    owner: Tensor | None = None) -> Tensor:
-        """Per kernel (``emb``: its row's embedding), the predicted log ms of the schedule
-        it runs; for ``tuned`` kernels the best of their candidates where they have some
-        (rows of ``x_candidates``, ``owner`` naming each one's kernel), else the tuned head."""
-        time = self.time_head(emb).squeeze(-1)
+    def node_outputs(self, x: Tensor, tuned: Tensor, x_candidates: Tensor | None = None,
+                     owner: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Per kernel (``x``: its row), the embedding and the predicted log ms of the
+        schedule it runs; for ``tuned`` kernels the best of their candidates where they have
+        some (rows of ``x_candidates``, ``owner`` naming each one's kernel), else the tuned
+        head."""
+        emb = self.embed(x)
+        time = self.schedule_log_ms(x) if self.has_booster else self.time_head(emb).squeeze(-1)
         tuned_time = self.tuned_head(emb).squeeze(-1)
         if x_candidates is not None and owner is not None and len(x_candidates):
             best, has = self.best_candidate(x_candidates, owner, len(emb))
             tuned_time = torch.where(has, best, tuned_time)
-        return torch.where(tuned, tuned_time, time)
+        return emb, torch.where(tuned, tuned_time, time)

@@ -5,7 +5,9 @@ predicted log-time differences) among the schedules of one workload on one hardw
 config, so the model learns what a schedule does *relative to its siblings* as well as
 absolutely; plus the tuned head's squared error against each group's best time. Pairs
 closer than the kernel noise floor are not ranked. Early stopping on validation groups;
-test groups are only scored.
+test groups are only scored. Then, by default, gradient-boosted trees on the same rows and
+split (:mod:`.boosted`) take over the per-schedule time; the tuned offset is fitted on
+what predicts.
 """
 
 from __future__ import annotations
@@ -25,6 +27,12 @@ from torch import Tensor
 
 from gnnperf.atomic import atomic_path
 from gnnperf.errors import CheckpointError, TrainingConfigError
+from gnnperf.estimators.kernel.boosted import (
+    EARLY_STOPPING_ROUNDS,
+    MAX_ROUNDS,
+    booster_to_bytes,
+    fit_booster,
+)
 from gnnperf.estimators.kernel.dataset import KernelTable, group_split
 from gnnperf.estimators.kernel.model import KernelCostModel, KernelModelConfig
 from gnnperf.hardware.spec import host_of
@@ -32,9 +40,11 @@ from gnnperf.metrics import metrics
 from gnnperf.seeding import seed_everything
 from gnnperf.standardize import column_mean_std
 
-CHECKPOINT_FORMAT = 3  # 2: the tuned offset of the best candidate; 3: clipped inputs
-#: formats this gnnperf reads (a format-2 model keeps its unclipped inputs)
-READABLE_FORMATS = (2, 3)
+# 2: the tuned offset of the best candidate; 3: clipped inputs; 4: the booster's bytes
+CHECKPOINT_FORMAT = 4
+#: formats this gnnperf reads (a format-2 model keeps its unclipped inputs; before 4, none
+#: has a booster)
+READABLE_FORMATS = (2, 3, 4)
 #: schedules whose times differ by less than this (log ratio, ~5%) are not ranked
 RANK_MARGIN = 0.05
 
@@ -61,10 +71,18 @@ class KernelTrainConfig:
     seed: int = 0
     #: feature columns replaced by zeros (ablations: ``sched_`` drops the schedule features)
     drop_prefixes: tuple[str, ...] = ()
+    #: trees predict the schedule times (False: the time head, as before format 4)
+    booster: bool = True
+    #: the trees' most boosting rounds, and how many without a better validation error
+    #: end them sooner
+    booster_rounds: int = MAX_ROUNDS
+    booster_patience: int = EARLY_STOPPING_ROUNDS
 
     def validate(self) -> None:
-        if self.epochs < 1 or self.patience < 1 or self.groups_per_batch < 1:
-            raise TrainingConfigError("epochs, patience and groups_per_batch must be >= 1")
+        if self.epochs < 1 or self.patience < 1 or self.groups_per_batch < 1 \
+                or self.booster_rounds < 1 or self.booster_patience < 1:
+            raise TrainingConfigError("epochs, patience, groups_per_batch, booster_rounds and "
+                                      "booster_patience must be >= 1")
         if not (0 < self.val_frac < 1 and 0 < self.test_frac < 1
                 and self.val_frac + self.test_frac < 1):
             raise TrainingConfigError("val_frac and test_frac must be in (0, 1), summing < 1")
@@ -146,10 +164,15 @@ def _tensors(table: KernelTable, rows: np.ndarray, keep: np.ndarray
     return x, y, torch.from_numpy(gid)
 
 
-def predict_log_ms(model: KernelCostModel, x: np.ndarray) -> np.ndarray:
+def predict_log_ms(model: KernelCostModel, x: np.ndarray, time_head: bool = False
+                   ) -> np.ndarray:
+    """Predicted log ms of each row: what the model predicts with (its booster where it has
+    one), or with ``time_head`` the MLP's own head."""
     model.eval()
     with torch.no_grad():
-        return model(torch.from_numpy(np.asarray(x, dtype=np.float32))).numpy().astype(float)
+        rows = torch.from_numpy(np.asarray(x, dtype=np.float32))
+        pred = model(rows) if time_head else model.schedule_log_ms(rows)
+    return pred.numpy().astype(float)
 
 
 def ranking_metrics(pred_log: np.ndarray, true_log: np.ndarray, groups: np.ndarray
@@ -186,6 +209,10 @@ def evaluate(model: KernelCostModel, table: KernelTable, rows: np.ndarray,
     true = table.log_ms[rows]
     out: dict[str, Any] = {"schedules": metrics(np.exp(pred), np.exp(true))}
     out.update(ranking_metrics(pred, true, table.group[rows]))
+    if model.has_booster:  # what the MLP alone would give, for the comparison
+        head = predict_log_ms(model, table.x[rows] * keep, time_head=True)
+        out["time_head"] = {"schedules": metrics(np.exp(head), np.exp(true)),
+                            **ranking_metrics(head, true, table.group[rows])}
     tuned_rows, best = _best_per_group(table, _groups(table, rows))
     if len(tuned_rows):
         with torch.no_grad():
@@ -283,6 +310,11 @@ def train_kernel_model(table: KernelTable, cfg: KernelTrainConfig | None = None,
     if best_state is not None:
         model.load_state_dict(best_state)
     model.eval()
+    if cfg.booster:
+        x = table.x if keep.all() else table.x * keep
+        booster = fit_booster(x, table.log_ms, train, val, cfg.seed,
+                              max_rounds=cfg.booster_rounds, patience=cfg.booster_patience)
+        model.set_booster(booster_to_bytes(booster))
     fit_tuned_offset(model, table, val, keep)
     indices = {"train": train, "val": val, "test": test}
     result_metrics: dict[str, Any] = {
