@@ -91,11 +91,12 @@ class KernelCostModel(nn.Module):
     def has_booster(self) -> bool:
         return self.booster_raw.numel() > 0
 
-    def schedule_log_ms(self, x: Tensor) -> Tensor:
+    def schedule_log_ms(self, x: Tensor, emb: Tensor | None = None) -> Tensor:
         """Predicted natural-log milliseconds of each row's schedule: the booster's where
-        the model has one, else the time head's."""
+        the model has one, else the time head's (on ``emb``, the rows' embedding, where the
+        caller has it)."""
         if not self.has_booster:
-            return self(x)
+            return self.time_head(self.embed(x) if emb is None else emb).squeeze(-1)
         if self._booster is None:
             self._booster = booster_from_bytes(self.booster_raw.cpu().numpy().tobytes())
         pred = booster_log_ms(self._booster, x.detach().cpu().numpy())
@@ -132,7 +133,7 @@ class KernelCostModel(nn.Module):
         some (rows of ``x_candidates``, ``owner`` naming each one's kernel), else the tuned
         head."""
         emb = self.embed(x)
-        time = self.schedule_log_ms(x) if self.has_booster else self.time_head(emb).squeeze(-1)
+        time = self.schedule_log_ms(x, emb)
         tuned_time = self.tuned_head(emb).squeeze(-1)
         if x_candidates is not None and owner is not None and len(x_candidates):
             best, has = self.best_candidate(x_candidates, owner, len(emb))

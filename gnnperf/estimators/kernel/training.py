@@ -205,12 +205,13 @@ def evaluate(model: KernelCostModel, table: KernelTable, rows: np.ndarray,
              keep: np.ndarray | None = None) -> dict[str, Any]:
     """Accuracy on ``rows``: per-schedule error, within-workload ranking, tuned head."""
     keep = keep if keep is not None else np.ones(table.x.shape[1], dtype=np.float32)
-    pred = predict_log_ms(model, table.x[rows] * keep)
+    x = table.x[rows] * keep
+    pred = predict_log_ms(model, x)
     true = table.log_ms[rows]
     out: dict[str, Any] = {"schedules": metrics(np.exp(pred), np.exp(true))}
     out.update(ranking_metrics(pred, true, table.group[rows]))
     if model.has_booster:  # what the MLP alone would give, for the comparison
-        head = predict_log_ms(model, table.x[rows] * keep, time_head=True)
+        head = predict_log_ms(model, x, time_head=True)
         out["time_head"] = {"schedules": metrics(np.exp(head), np.exp(true)),
                             **ranking_metrics(head, true, table.group[rows])}
     tuned_rows, best = _best_per_group(table, _groups(table, rows))
