@@ -200,6 +200,7 @@ def test_trees_predict_every_schedule_time_and_travel_in_every_state_dict(
     result = train_kernel_model(table, cfg, progress=False)
     model = result.model.eval()
     assert model.has_booster
+    model.keep_head_for(None)  # the trees for every row (the choice is tested below)
     x = torch.from_numpy(table.x)
     trees = booster_from_bytes(model.booster_raw.numpy().tobytes())
     expected = booster_log_ms(trees, table.x)
@@ -236,6 +237,59 @@ def test_trees_predict_every_schedule_time_and_travel_in_every_state_dict(
     plain = train_kernel_model(table, KernelTrainConfig(**{**cfg.__dict__, "booster": False}),
                                progress=False, scored=("val",))
     assert not plain.model.has_booster and "time_head" not in plain.metrics["val"]
+
+
+def test_unscheduled_kernels_keep_the_time_head_where_it_predicts_them_better(
+        tmp_path: Path) -> None:
+    """Beside trees, the rows of unscheduled kernels take the time head's time when it errs
+    less on them on validation workloads; the choice survives a checkpoint, and a state
+    dict from before it loads as trees for every row."""
+    from gnnperf.estimators.kernel.training import UNSCHEDULED_COLUMN, choose_head_rows
+
+    table = _synthetic_table(n_groups=16, per_group=5)
+    column = table.feature_names.index(UNSCHEDULED_COLUMN)
+    cfg = KernelTrainConfig(hidden=16, embed_dim=8, layers=2, epochs=3, patience=3,
+                            val_frac=0.25, test_frac=0.25, booster_rounds=50)
+    result = train_kernel_model(table, cfg, progress=False)
+    model = result.model.eval()
+    val = result.indices["val"]
+    choice = result.metrics["unscheduled_choice"]
+    assert choice["rows"] == int(table.unscheduled[val].sum())
+    assert choice["predicted_by"] == ("time_head" if choice["time_head_mape"]
+                                      < choice["trees_mape"] else "trees")
+    assert set(result.metrics["val"]["by_kind"]) == {"unscheduled", "scheduled"}
+    # trees fitted 5 (log ms) off the truth: the network wins the unscheduled rows ...
+    all_rows = np.arange(len(table))
+    bad = fit_booster(table.x, table.log_ms + 5.0, all_rows, all_rows, 0, max_rounds=30)
+    model.set_booster(booster_to_bytes(bad))
+    assert choose_head_rows(model, table, val, np.ones(4, np.float32))["predicted_by"] \
+        == "time_head"
+    assert model.head_rows == column
+    x = torch.from_numpy(table.x)
+    with torch.no_grad():
+        got, head = model.schedule_log_ms(x), model(x)
+    mine = torch.from_numpy(table.unscheduled)
+    assert torch.allclose(got[mine], head[mine])
+    assert bool((got[~mine] > head[~mine] + 2.0).all())  # the bad trees elsewhere
+    # ... and a choice a state dict carries; one saved before it means trees everywhere
+    fresh = KernelCostModel(model.cfg).eval()
+    fresh.load_state_dict(model.state_dict())
+    assert fresh.head_rows == column
+    fresh.load_state_dict({k: v for k, v in model.state_dict().items()
+                           if k != "head_rows_column"})
+    assert fresh.head_rows is None
+    # good trees against an untrained network: the trees keep every row
+    good = fit_booster(table.x, table.log_ms, all_rows, all_rows, 0, max_rounds=50)
+    untrained = KernelCostModel(model.cfg).eval()
+    untrained.set_booster(booster_to_bytes(good))
+    assert choose_head_rows(untrained, table, val, np.ones(4, np.float32))["predicted_by"] \
+        == "trees"
+    assert untrained.head_rows is None
+    # without the flag column (an ablation drops it) there is nothing to choose
+    assert choose_head_rows(untrained, table, val,
+                            np.asarray([1, 1, 0, 1], np.float32)) == {}
+    path = save_kernel_model(result, cfg, table, tmp_path / "k.pt")
+    assert load_kernel_model(path)[0].head_rows == model.head_rows
 
 
 def test_the_tuned_offset_is_fitted_on_validation_and_scored(table: KernelTable) -> None:

@@ -308,6 +308,10 @@ def cmd_train_kernels(args: argparse.Namespace) -> int:
                 print(f"{split}, the MLP's time head instead of the trees: schedule MAPE "
                       f"{head['schedules']['mape']:.1f}%  within-workload Spearman "
                       f"{head['group_spearman']:.3f}")
+        if choice := result.metrics.get("unscheduled_choice"):
+            print(f"unscheduled kernels ({choice['rows']} validation rows): trees "
+                  f"{choice['trees_mape']:.1f}%, time head {choice['time_head_mape']:.1f}%: "
+                  f"predicted by the {choice['predicted_by'].replace('_', ' ')}")
     print(f"kernel model: {path}")
     return 0
 

@@ -13,7 +13,9 @@ to an embedding, read by two heads.
 
 - **trees for the time** (:mod:`.boosted`): where the model holds a booster, its
   prediction replaces the time head's for every schedule, candidates included; the MLP
-  keeps the embedding and the tuned head.
+  keeps the embedding and the tuned head. One kind of row may keep the time head: the
+  unscheduled kernels (what a ``default`` build runs), when on validation workloads the
+  network predicts them better than the trees (:data:`HEAD_ROWS_KEY`, chosen in training).
 
 The embedding is what the GNN receives on every node, beside the predicted time.
 """
@@ -30,6 +32,9 @@ from gnnperf.estimators.kernel.boosted import booster_from_bytes, booster_log_ms
 from gnnperf.standardize import standardize
 
 BOOSTER_KEY = "booster_raw"
+#: the input column (a 0/1 flag) whose rows keep the time head's prediction beside a
+#: booster; -1: the booster predicts every row (what every model saved before it did)
+HEAD_ROWS_KEY = "head_rows_column"
 
 
 @dataclass
@@ -59,6 +64,7 @@ class KernelCostModel(nn.Module):
         self.register_buffer("tuned_offset", torch.zeros(()))
         # the booster's model bytes (empty: none), a buffer so that state dicts carry it
         self.register_buffer(BOOSTER_KEY, torch.zeros(0, dtype=torch.uint8))
+        self.register_buffer(HEAD_ROWS_KEY, torch.tensor(-1, dtype=torch.long))
         self._booster: Any = None
         self.register_load_state_dict_pre_hook(self._fit_booster_buffer)
         dims = [cfg.in_dim] + [cfg.hidden] * (cfg.layers - 1)
@@ -74,11 +80,13 @@ class KernelCostModel(nn.Module):
                             *args: Any) -> None:
         """Loading takes the saved bytes themselves (any size; the members of an ensemble
         then share one copy, which a checkpoint stores once); a state dict saved before
-        boosters (none in it) loads as a model without one."""
+        boosters (none in it) loads as a model without one, and one saved before the time
+        head could keep a kind of row, as a model whose booster predicts every row."""
         key = prefix + BOOSTER_KEY
         saved = state_dict.setdefault(key, torch.zeros(0, dtype=torch.uint8))
         self.booster_raw = saved.to(self.booster_raw.device, torch.uint8)
         self._booster = None
+        state_dict.setdefault(prefix + HEAD_ROWS_KEY, torch.tensor(-1, dtype=torch.long))
 
     def set_booster(self, raw: bytes) -> None:
         """Use the booster whose model bytes are ``raw`` for every schedule time (b"": none)."""
@@ -91,16 +99,32 @@ class KernelCostModel(nn.Module):
     def has_booster(self) -> bool:
         return self.booster_raw.numel() > 0
 
+    def keep_head_for(self, column: int | None) -> None:
+        """Rows whose input ``column`` (a 0/1 flag) is set keep the time head's prediction
+        beside the booster (None: the booster predicts every row)."""
+        self.head_rows_column.fill_(-1 if column is None else int(column))
+
+    @property
+    def head_rows(self) -> int | None:
+        """The flag column whose rows the time head predicts beside a booster, if any."""
+        column = int(self.head_rows_column)
+        return column if column >= 0 else None
+
     def schedule_log_ms(self, x: Tensor, emb: Tensor | None = None) -> Tensor:
         """Predicted natural-log milliseconds of each row's schedule: the booster's where
-        the model has one, else the time head's (on ``emb``, the rows' embedding, where the
-        caller has it)."""
+        the model has one (except the rows :attr:`head_rows` names), else the time head's
+        (on ``emb``, the rows' embedding, where the caller has it)."""
         if not self.has_booster:
             return self.time_head(self.embed(x) if emb is None else emb).squeeze(-1)
         if self._booster is None:
             self._booster = booster_from_bytes(self.booster_raw.cpu().numpy().tobytes())
-        pred = booster_log_ms(self._booster, x.detach().cpu().numpy())
-        return torch.from_numpy(pred).to(x.device)
+        pred = torch.from_numpy(booster_log_ms(self._booster, x.detach().cpu().numpy())
+                                ).to(x.device)
+        column = self.head_rows
+        if column is not None and len(x) and bool((head := x[:, column] > 0.5).any()):
+            own = self.time_head(self.embed(x) if emb is None else emb).squeeze(-1)
+            pred = torch.where(head, own.to(pred.dtype), pred)
+        return pred
 
     def embed(self, x: Tensor) -> Tensor:
         z = standardize(x, self.mean, self.std) if self.cfg.clip_inputs \

@@ -6,8 +6,9 @@ config, so the model learns what a schedule does *relative to its siblings* as w
 absolutely; plus the tuned head's squared error against each group's best time. Pairs
 closer than the kernel noise floor are not ranked. Early stopping on validation groups;
 test groups are only scored. Then, by default, gradient-boosted trees on the same rows and
-split (:mod:`.boosted`) take over the per-schedule time; the tuned offset is fitted on
-what predicts.
+split (:mod:`.boosted`) take over the per-schedule time, except on unscheduled kernels
+where the network predicts the validation workloads' better (:func:`choose_head_rows`);
+the tuned offset is fitted on what predicts.
 """
 
 from __future__ import annotations
@@ -40,11 +41,14 @@ from gnnperf.metrics import metrics
 from gnnperf.seeding import seed_everything
 from gnnperf.standardize import column_mean_std
 
-# 2: the tuned offset of the best candidate; 3: clipped inputs; 4: the booster's bytes
-CHECKPOINT_FORMAT = 4
+# 2: the tuned offset of the best candidate; 3: clipped inputs; 4: the booster's bytes;
+# 5: the rows the time head keeps beside the booster
+CHECKPOINT_FORMAT = 5
 #: formats this gnnperf reads (a format-2 model keeps its unclipped inputs; before 4, none
-#: has a booster)
-READABLE_FORMATS = (2, 3, 4)
+#: has a booster; before 5, the booster predicts every row)
+READABLE_FORMATS = (2, 3, 4, 5)
+#: the flag column of unscheduled kernels (:mod:`gnnperf.features.schedule`)
+UNSCHEDULED_COLUMN = "sched_unscheduled"
 #: schedules whose times differ by less than this (log ratio, ~5%) are not ranked
 RANK_MARGIN = 0.05
 
@@ -201,6 +205,14 @@ def ranking_metrics(pred_log: np.ndarray, true_log: np.ndarray, groups: np.ndarr
     }
 
 
+def _by_kind(pred: np.ndarray, true: np.ndarray, unscheduled: np.ndarray
+             ) -> dict[str, dict[str, float]]:
+    """Per-row figures of the unscheduled kernels and of the scheduled ones apart."""
+    return {kind: metrics(np.exp(pred[m]), np.exp(true[m]))
+            for kind, m in (("unscheduled", unscheduled), ("scheduled", ~unscheduled))
+            if m.any()}
+
+
 def evaluate(model: KernelCostModel, table: KernelTable, rows: np.ndarray,
              keep: np.ndarray | None = None) -> dict[str, Any]:
     """Accuracy on ``rows``: per-schedule error, within-workload ranking, tuned head."""
@@ -210,10 +222,12 @@ def evaluate(model: KernelCostModel, table: KernelTable, rows: np.ndarray,
     true = table.log_ms[rows]
     out: dict[str, Any] = {"schedules": metrics(np.exp(pred), np.exp(true))}
     out.update(ranking_metrics(pred, true, table.group[rows]))
+    out["by_kind"] = _by_kind(pred, true, table.unscheduled[rows])
     if model.has_booster:  # what the MLP alone would give, for the comparison
         head = predict_log_ms(model, x, time_head=True)
         out["time_head"] = {"schedules": metrics(np.exp(head), np.exp(true)),
-                            **ranking_metrics(head, true, table.group[rows])}
+                            **ranking_metrics(head, true, table.group[rows]),
+                            "by_kind": _by_kind(head, true, table.unscheduled[rows])}
     tuned_rows, best = _best_per_group(table, _groups(table, rows))
     if len(tuned_rows):
         with torch.no_grad():
@@ -239,6 +253,32 @@ def _candidate_best(model: KernelCostModel, table: KernelTable, rows: np.ndarray
     true = np.full(n, np.inf)
     np.minimum.at(true, owner, table.log_ms[sampled])
     return pred.numpy().astype(float), true
+
+
+def choose_head_rows(model: KernelCostModel, table: KernelTable, rows: np.ndarray,
+                     keep: np.ndarray) -> dict[str, Any]:
+    """Let the time head predict the unscheduled kernels (a ``default`` build's) where, on
+    ``rows`` (validation workloads), its MAPE on them is lower than the booster's: the
+    trees were chosen for what schedules decide, and a held-out fold saw them err more
+    on kernels no schedule touched (benchmarks/kernel_trees). Returns both figures and
+    the choice."""
+    model.keep_head_for(None)
+    names = list(table.feature_names)
+    column = names.index(UNSCHEDULED_COLUMN) if UNSCHEDULED_COLUMN in names else None
+    if column is None or not keep[column]:
+        return {}
+    # the rows the flag marks, as the model will tell them apart when it predicts
+    unscheduled = rows[table.x[rows, column] > 0.5]
+    if not len(unscheduled):
+        return {}
+    x = table.x[unscheduled] * keep
+    true = np.exp(table.log_ms[unscheduled])
+    trees = metrics(np.exp(predict_log_ms(model, x)), true)["mape"]
+    head = metrics(np.exp(predict_log_ms(model, x, time_head=True)), true)["mape"]
+    if head < trees:
+        model.keep_head_for(column)
+    return {"rows": int(len(unscheduled)), "trees_mape": trees, "time_head_mape": head,
+            "predicted_by": "time_head" if head < trees else "trees"}
 
 
 def fit_tuned_offset(model: KernelCostModel, table: KernelTable, rows: np.ndarray,
@@ -311,16 +351,20 @@ def train_kernel_model(table: KernelTable, cfg: KernelTrainConfig | None = None,
     if best_state is not None:
         model.load_state_dict(best_state)
     model.eval()
+    choice: dict[str, Any] = {}
     if cfg.booster:
         x = table.x if keep.all() else table.x * keep
         booster = fit_booster(x, table.log_ms, train, val, cfg.seed,
                               max_rounds=cfg.booster_rounds, patience=cfg.booster_patience)
         model.set_booster(booster_to_bytes(booster))
+        choice = choose_head_rows(model, table, val, keep)
     fit_tuned_offset(model, table, val, keep)
     indices = {"train": train, "val": val, "test": test}
     result_metrics: dict[str, Any] = {
         split: evaluate(model, table, rows, keep) for split, rows in indices.items()
         if len(rows) and split in scored}
+    if choice:
+        result_metrics["unscheduled_choice"] = choice
     result_metrics["best_epoch"] = best_epoch
     result_metrics["workloads"] = {k: int(len(np.unique(table.workload[v])))
                                    for k, v in indices.items()}
