@@ -278,18 +278,21 @@ def test_unscheduled_kernels_keep_the_time_head_where_it_predicts_them_better(
     fresh.load_state_dict({k: v for k, v in model.state_dict().items()
                            if k != "head_rows_column"})
     assert fresh.head_rows is None
-    # good trees against an untrained network: the trees keep every row
+    path = save_kernel_model(result, cfg, table, tmp_path / "k.pt")
+    assert load_kernel_model(path)[0].head_rows == column
+    # without the flag column (an ablation drops it) there is nothing to choose, and an
+    # earlier choice does not survive
+    assert choose_head_rows(model, table, val, np.asarray([1, 1, 0, 1], np.float32)) == {}
+    assert model.head_rows is None
+    # good trees against an untrained network: the trees keep every row, and a choice
+    # made before is undone
     good = fit_booster(table.x, table.log_ms, all_rows, all_rows, 0, max_rounds=50)
     untrained = KernelCostModel(model.cfg).eval()
     untrained.set_booster(booster_to_bytes(good))
+    untrained.keep_head_for(column)
     assert choose_head_rows(untrained, table, val, np.ones(4, np.float32))["predicted_by"] \
         == "trees"
     assert untrained.head_rows is None
-    # without the flag column (an ablation drops it) there is nothing to choose
-    assert choose_head_rows(untrained, table, val,
-                            np.asarray([1, 1, 0, 1], np.float32)) == {}
-    path = save_kernel_model(result, cfg, table, tmp_path / "k.pt")
-    assert load_kernel_model(path)[0].head_rows == model.head_rows
 
 
 def test_the_tuned_offset_is_fitted_on_validation_and_scored(table: KernelTable) -> None:

@@ -205,6 +205,15 @@ def ranking_metrics(pred_log: np.ndarray, true_log: np.ndarray, groups: np.ndarr
     }
 
 
+def unscheduled_flag(table: KernelTable) -> np.ndarray:
+    """Per row, whether the model sees it as unscheduled: its :data:`UNSCHEDULED_COLUMN`
+    (also set for a schedule whose trace is empty), else the record's own label."""
+    names = list(table.feature_names)
+    if UNSCHEDULED_COLUMN in names:
+        return table.x[:, names.index(UNSCHEDULED_COLUMN)] > 0.5
+    return np.asarray(table.unscheduled, dtype=bool)
+
+
 def _by_kind(pred: np.ndarray, true: np.ndarray, unscheduled: np.ndarray
              ) -> dict[str, dict[str, float]]:
     """Per-row figures of the unscheduled kernels and of the scheduled ones apart."""
@@ -222,12 +231,13 @@ def evaluate(model: KernelCostModel, table: KernelTable, rows: np.ndarray,
     true = table.log_ms[rows]
     out: dict[str, Any] = {"schedules": metrics(np.exp(pred), np.exp(true))}
     out.update(ranking_metrics(pred, true, table.group[rows]))
-    out["by_kind"] = _by_kind(pred, true, table.unscheduled[rows])
+    flag = unscheduled_flag(table)[rows]
+    out["by_kind"] = _by_kind(pred, true, flag)
     if model.has_booster:  # what the MLP alone would give, for the comparison
         head = predict_log_ms(model, x, time_head=True)
         out["time_head"] = {"schedules": metrics(np.exp(head), np.exp(true)),
                             **ranking_metrics(head, true, table.group[rows]),
-                            "by_kind": _by_kind(head, true, table.unscheduled[rows])}
+                            "by_kind": _by_kind(head, true, flag)}
     tuned_rows, best = _best_per_group(table, _groups(table, rows))
     if len(tuned_rows):
         with torch.no_grad():
@@ -268,7 +278,7 @@ def choose_head_rows(model: KernelCostModel, table: KernelTable, rows: np.ndarra
     if column is None or not keep[column]:
         return {}
     # the rows the flag marks, as the model will tell them apart when it predicts
-    unscheduled = rows[table.x[rows, column] > 0.5]
+    unscheduled = rows[unscheduled_flag(table)[rows]]
     if not len(unscheduled):
         return {}
     x = table.x[unscheduled] * keep
