@@ -205,12 +205,17 @@ def ranking_metrics(pred_log: np.ndarray, true_log: np.ndarray, groups: np.ndarr
     }
 
 
+def _unscheduled_column(table: KernelTable) -> int | None:
+    names = list(table.feature_names)
+    return names.index(UNSCHEDULED_COLUMN) if UNSCHEDULED_COLUMN in names else None
+
+
 def unscheduled_flag(table: KernelTable) -> np.ndarray:
     """Per row, whether the model sees it as unscheduled: its :data:`UNSCHEDULED_COLUMN`
     (also set for a schedule whose trace is empty), else the record's own label."""
-    names = list(table.feature_names)
-    if UNSCHEDULED_COLUMN in names:
-        return table.x[:, names.index(UNSCHEDULED_COLUMN)] > 0.5
+    column = _unscheduled_column(table)
+    if column is not None:
+        return table.x[:, column] > 0.5
     return np.asarray(table.unscheduled, dtype=bool)
 
 
@@ -273,12 +278,11 @@ def choose_head_rows(model: KernelCostModel, table: KernelTable, rows: np.ndarra
     on kernels no schedule touched (benchmarks/kernel_trees). Returns both figures and
     the choice."""
     model.keep_head_for(None)
-    names = list(table.feature_names)
-    column = names.index(UNSCHEDULED_COLUMN) if UNSCHEDULED_COLUMN in names else None
+    column = _unscheduled_column(table)
     if column is None or not keep[column]:
         return {}
     # the rows the flag marks, as the model will tell them apart when it predicts
-    unscheduled = rows[unscheduled_flag(table)[rows]]
+    unscheduled = rows[table.x[rows, column] > 0.5]
     if not len(unscheduled):
         return {}
     x = table.x[unscheduled] * keep
