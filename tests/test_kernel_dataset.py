@@ -73,7 +73,8 @@ def test_records_are_metaschedule_tuning_records_that_replay(kernel_root: Path) 
         assert f"{replayed:012x}" == rec["key"].rsplit("|", 1)[-1]
 
 
-def test_the_collector_resumes_and_reports_the_dataset_size(kernel_root: Path) -> None:
+def test_the_collector_resumes_and_reports_the_dataset_size(
+        kernel_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     stats = kernel_stats(kernel_root)
     records = list(kernel_records(kernel_root))
     assert stats["kernel_measurements"] == len(records)
@@ -82,9 +83,17 @@ def test_the_collector_resumes_and_reports_the_dataset_size(kernel_root: Path) -
     assert stats["kernel_cpus"] == 1 and stats["kernel_failures"] == 0
     assert stats["kernel_workloads_not_executed"] == len(
         list(iter_lines(kernel_root / "kernels", kinds=("kernel_failure",))))
+    # a finished model is skipped from its stored lines: neither exported nor lowered again
+    import gnnperf.collect.kernels.collector as kernel_collector
+
+    def not_again(*_: object, **__: object) -> None:
+        raise AssertionError("a finished model was exported or lowered again")
+
+    monkeypatch.setattr(kernel_collector.zoo, "export_onnx", not_again)
+    monkeypatch.setattr(kernel_collector, "lower", not_again)
     again = collect_kernels(kernel_root, [zoo.tiny_spec("mixer")], HW, schedules=3,
                             settings=TINY, progress=False)
-    assert again.done == 0 and again.measurements == 0
+    assert again.done == 0 and again.measurements == 0 and again.failed == 0
     assert again.skipped == stats["kernel_workloads"] + stats["kernel_workloads_not_executed"]
     assert kernel_stats(kernel_root)["kernel_measurements"] == len(records)
 
@@ -579,8 +588,17 @@ def test_the_collector_skips_a_model_with_nothing_left_and_keeps_an_unknown_one(
     try:
         vgg = zoo.tiny_spec("vgg")
         assert collector.cheapest_tuned_first([zoo.tiny_spec("mixer"), vgg]) == [vgg]
+        assert collector.nothing_left(zoo.tiny_spec("mixer")) and not collector.nothing_left(vgg)
     finally:
         collector.close()
+    # another thread count has pairs to time; another ISA was never lowered: both visit
+    (isa, threads), = HW
+    for hw in ([(isa, threads), (isa, threads + 1)], [(isa, threads), ("x86-64-v2", threads)]):
+        wider = KernelCollector(kernel_root, hw, schedules=3)
+        try:
+            assert not wider.nothing_left(zoo.tiny_spec("mixer")), hw
+        finally:
+            wider.close()
     untuned = KernelCollector(kernel_root, HW, tuned=False)
     try:
         with pytest.raises(GnnperfError, match="needs a collector that makes them"):

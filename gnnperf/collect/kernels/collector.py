@@ -25,7 +25,12 @@ from tqdm import tqdm
 
 from gnnperf import zoo
 from gnnperf.collect.kernels.database import tuned_databases
-from gnnperf.collect.kernels.ordering import cheapest_tuned_first, family_workloads, tuned_cost
+from gnnperf.collect.kernels.ordering import (
+    TunedCost,
+    cheapest_tuned_first,
+    family_workloads,
+    tuned_cost,
+)
 from gnnperf.collect.kernels.workloads import (
     NOT_EXECUTED,
     Candidate,
@@ -196,18 +201,33 @@ class KernelCollector:
         stored so far (the ``best-of`` keys done are the whole-model collectors')."""
         if not self.tuned:
             raise GnnperfError("ordering for tuned records needs a collector that makes them")
+        sizes = family_workloads(self.models_written)
+        return cheapest_tuned_first(specs, {s.model_id: self._cost(s.model_id, sizes)
+                                            for s in specs})
+
+    def _cost(self, model_id: str, family_sizes: dict[str, float] | None = None) -> TunedCost:
+        """What visiting ``model_id`` buys (:func:`.ordering.tuned_cost`), judged from what
+        the collector has stored so far; without ``tuned`` records, only pairs to time."""
         if not self.hw_specs:
             self._open_hardware()
-        tuned_done = set().union(*(self.tuned_collector(h).done
-                                   for h in self.hw_specs.values()))
+        tuned_done = (set().union(*(self.tuned_collector(h).done
+                                    for h in self.hw_specs.values())) if self.tuned else set())
         isa_hw_ids: dict[str, list[str]] = {}
         for (isa, _), h in self.hw_specs.items():
             isa_hw_ids.setdefault(isa, []).append(h.hw_id)
-        sizes = family_workloads(self.models_written)
-        costs = {s.model_id: tuned_cost(s.model_id, isa_hw_ids, self.models_written, self.done,
-                                        self.covered, tuned_done, sizes, build=self.best_of)
-                 for s in specs}
-        return cheapest_tuned_first(specs, costs)
+        cost = tuned_cost(model_id, isa_hw_ids, self.models_written, self.done, self.covered,
+                          tuned_done, family_sizes, build=self.best_of)
+        return cost if self.tuned else dataclasses.replace(cost, records=0)
+
+    def nothing_left(self, spec: zoo.ModelSpec) -> bool:
+        """Whether a visit to ``spec`` would only find everything done: each of the run's
+        ISAs has its workloads stored (its ``kernel_model`` line), every (workload, config)
+        pair is closed and every ``best-of`` record it can have is written. Answered from
+        the stored lines, without exporting or lowering the model again (seconds per model,
+        which made a restart past hundreds of finished models take minutes)."""
+        if any((spec.model_id, isa) not in self.models_written for isa in self.isas):
+            return False
+        return self._cost(spec.model_id).nothing_left
 
     def tuned_collector(self, hw: HardwareSpec) -> Collector:
         """Whole-model ``best-of`` records of ``hw``, into the dataset's record shards."""
@@ -244,6 +264,10 @@ class KernelCollector:
 
     # -- one model --------------------------------------------------------------------------
     def collect_model(self, spec: zoo.ModelSpec, summary: KernelSummary) -> None:
+        if self.nothing_left(spec):  # skipped as a visit would skip each workload
+            summary.skipped += sum(len(self.models_written[(spec.model_id, isa)])
+                                   for isa in self.isas)
+            return
         onnx_model = None  # exported once for the kernels and the tuned records alike
         for isa, threads_list in self.isas.items():
             hws = [self.hw(isa, t) for t in threads_list]
