@@ -94,6 +94,7 @@ def test_the_collector_resumes_and_reports_the_dataset_size(
     again = collect_kernels(kernel_root, [zoo.tiny_spec("mixer")], HW, schedules=3,
                             settings=TINY, progress=False)
     assert again.done == 0 and again.measurements == 0 and again.failed == 0
+    assert (again.tuned.done, again.tuned.skipped) == (0, 1)
     assert again.skipped == stats["kernel_workloads"] + stats["kernel_workloads_not_executed"]
     assert kernel_stats(kernel_root)["kernel_measurements"] == len(records)
 
@@ -588,17 +589,25 @@ def test_the_collector_skips_a_model_with_nothing_left_and_keeps_an_unknown_one(
     try:
         vgg = zoo.tiny_spec("vgg")
         assert collector.cheapest_tuned_first([zoo.tiny_spec("mixer"), vgg]) == [vgg]
-        assert collector.nothing_left(zoo.tiny_spec("mixer")) and not collector.nothing_left(vgg)
+        # finished without lowering it: its workloads and its one best-of:3 record
+        mixer = zoo.tiny_spec("mixer")
+        workloads, records = collector.finished(mixer) or (0, 0)
+        assert workloads == len(collector.models_written[(mixer.model_id, HW[0][0])])
+        assert workloads > 0 and records == 1
+        assert collector.finished(vgg) is None
     finally:
         collector.close()
-    # another thread count has pairs to time; another ISA was never lowered: both visit
+    # another thread count has pairs to time, another ISA was never lowered, and best-of:4
+    # has no record yet (but a collector of kernels alone has nothing to do)
     (isa, threads), = HW
-    for hw in ([(isa, threads), (isa, threads + 1)], [(isa, threads), ("x86-64-v2", threads)]):
-        wider = KernelCollector(kernel_root, hw, schedules=3)
+    for hw, schedules, tuned, left in (([(isa, threads), (isa, threads + 1)], 3, True, True),
+                                       ([(isa, threads), ("x86-64-v2", threads)], 3, True, True),
+                                       (HW, 4, True, True), (HW, 4, False, False)):
+        other = KernelCollector(kernel_root, hw, schedules=schedules, tuned=tuned)
         try:
-            assert not wider.nothing_left(zoo.tiny_spec("mixer")), hw
+            assert (other.finished(zoo.tiny_spec("mixer")) is None) == left, (hw, schedules)
         finally:
-            wider.close()
+            other.close()
     untuned = KernelCollector(kernel_root, HW, tuned=False)
     try:
         with pytest.raises(GnnperfError, match="needs a collector that makes them"):

@@ -40,7 +40,7 @@ from gnnperf.collect.kernels.workloads import (
     capture_inputs,
     model_workloads,
 )
-from gnnperf.collect.models import Collector, CollectSummary, package_versions
+from gnnperf.collect.models import Collector, CollectSummary, package_versions, record_key
 from gnnperf.errors import GnnperfError, one_line
 from gnnperf.frontend import import_to_relax, load_onnx
 from gnnperf.hardware.spec import HardwareSpec
@@ -201,33 +201,54 @@ class KernelCollector:
         stored so far (the ``best-of`` keys done are the whole-model collectors')."""
         if not self.tuned:
             raise GnnperfError("ordering for tuned records needs a collector that makes them")
-        sizes = family_workloads(self.models_written)
-        return cheapest_tuned_first(specs, {s.model_id: self._cost(s.model_id, sizes)
-                                            for s in specs})
+        return cheapest_tuned_first(specs, self._costs([s.model_id for s in specs],
+                                                       family_workloads(self.models_written)))
 
-    def _cost(self, model_id: str, family_sizes: dict[str, float] | None = None) -> TunedCost:
-        """What visiting ``model_id`` buys (:func:`.ordering.tuned_cost`), judged from what
-        the collector has stored so far; without ``tuned`` records, only pairs to time."""
+    def _costs(self, model_ids: Sequence[str], family_sizes: dict[str, float] | None = None
+               ) -> dict[str, TunedCost]:
+        """What visiting each of ``model_ids`` buys (:func:`.ordering.tuned_cost`), judged
+        from what the collector has stored so far; without ``tuned`` records, only pairs to
+        time. The record keys done are gathered once for all the models."""
         if not self.hw_specs:
             self._open_hardware()
-        tuned_done = (set().union(*(self.tuned_collector(h).done
-                                    for h in self.hw_specs.values())) if self.tuned else set())
+        tuned_done = self._tuned_done()
         isa_hw_ids: dict[str, list[str]] = {}
         for (isa, _), h in self.hw_specs.items():
             isa_hw_ids.setdefault(isa, []).append(h.hw_id)
-        cost = tuned_cost(model_id, isa_hw_ids, self.models_written, self.done, self.covered,
-                          tuned_done, family_sizes, build=self.best_of)
-        return cost if self.tuned else dataclasses.replace(cost, records=0)
+        costs = {m: tuned_cost(m, isa_hw_ids, self.models_written, self.done, self.covered,
+                               tuned_done, family_sizes, build=self.best_of)
+                 for m in model_ids}
+        return costs if self.tuned else {m: dataclasses.replace(c, records=0)
+                                         for m, c in costs.items()}
 
-    def nothing_left(self, spec: zoo.ModelSpec) -> bool:
-        """Whether a visit to ``spec`` would only find everything done: each of the run's
-        ISAs has its workloads stored (its ``kernel_model`` line), every (workload, config)
-        pair is closed and every ``best-of`` record it can have is written. Answered from
-        the stored lines, without exporting or lowering the model again (seconds per model,
-        which made a restart past hundreds of finished models take minutes)."""
+    def _tuned_done(self) -> set[str]:
+        """The whole-model ``best-of`` keys with a record or a failure, on any config."""
+        if not self.tuned:
+            return set()
+        return set().union(*(self.tuned_collector(h).done for h in self.hw_specs.values()))
+
+    def finished(self, spec: zoo.ModelSpec) -> tuple[int, int] | None:
+        """None when a visit to ``spec`` could still do something; else what it would skip:
+        (workloads, whole-model ``best-of`` records). A model is finished when each of the
+        run's ISAs has its workloads stored (its ``kernel_model`` line), every (workload,
+        config) pair is closed and every ``best-of`` record it can have is written.
+
+        Answered from the stored lines, without exporting or lowering the model again
+        (seconds per model: a restart past hundreds of finished models took minutes). It
+        trusts the stored ``kernel_model`` lines, as the visiting order does: a change to
+        lowering that gives a model other kernels needs a fresh kernel folder anyway, since
+        the stored workload ids would no longer be the ones models run."""
         if any((spec.model_id, isa) not in self.models_written for isa in self.isas):
-            return False
-        return self._cost(spec.model_id).nothing_left
+            return None
+        if not self._costs([spec.model_id])[spec.model_id].nothing_left:
+            return None
+        tuned_done = self._tuned_done()
+        records = sum(
+            record_key(spec.model_id, h.hw_id, self.best_of) in tuned_done
+            and all(f"{w}|{h.hw_id}" in self.covered
+                    for w in self.models_written[(spec.model_id, h.isa)])
+            for h in self.hw_specs.values())
+        return sum(len(self.models_written[(spec.model_id, isa)]) for isa in self.isas), records
 
     def tuned_collector(self, hw: HardwareSpec) -> Collector:
         """Whole-model ``best-of`` records of ``hw``, into the dataset's record shards."""
@@ -264,9 +285,9 @@ class KernelCollector:
 
     # -- one model --------------------------------------------------------------------------
     def collect_model(self, spec: zoo.ModelSpec, summary: KernelSummary) -> None:
-        if self.nothing_left(spec):  # skipped as a visit would skip each workload
-            summary.skipped += sum(len(self.models_written[(spec.model_id, isa)])
-                                   for isa in self.isas)
+        if (finished := self.finished(spec)) is not None:  # counted as a visit counts them
+            summary.skipped += finished[0]
+            summary.tuned.skipped += finished[1]
             return
         onnx_model = None  # exported once for the kernels and the tuned records alike
         for isa, threads_list in self.isas.items():
