@@ -204,14 +204,14 @@ class KernelCollector:
         return cheapest_tuned_first(specs, self._costs([s.model_id for s in specs],
                                                        family_workloads(self.models_written)))
 
-    def _costs(self, model_ids: Sequence[str], family_sizes: dict[str, float] | None = None
-               ) -> dict[str, TunedCost]:
+    def _costs(self, model_ids: Sequence[str], family_sizes: dict[str, float] | None = None,
+               tuned_done: set[str] | None = None) -> dict[str, TunedCost]:
         """What visiting each of ``model_ids`` buys (:func:`.ordering.tuned_cost`), judged
         from what the collector has stored so far; without ``tuned`` records, only pairs to
-        time. The record keys done are gathered once for all the models."""
-        if not self.hw_specs:
-            self._open_hardware()
-        tuned_done = self._tuned_done()
+        time. The record keys done (``tuned_done``, when the caller has them) are gathered
+        once for all the models."""
+        if tuned_done is None:
+            tuned_done = self._tuned_done()
         isa_hw_ids: dict[str, list[str]] = {}
         for (isa, _), h in self.hw_specs.items():
             isa_hw_ids.setdefault(isa, []).append(h.hw_id)
@@ -223,6 +223,8 @@ class KernelCollector:
 
     def _tuned_done(self) -> set[str]:
         """The whole-model ``best-of`` keys with a record or a failure, on any config."""
+        if not self.hw_specs:
+            self._open_hardware()
         if not self.tuned:
             return set()
         return set().union(*(self.tuned_collector(h).done for h in self.hw_specs.values()))
@@ -240,9 +242,9 @@ class KernelCollector:
         the stored workload ids would no longer be the ones models run."""
         if any((spec.model_id, isa) not in self.models_written for isa in self.isas):
             return None
-        if not self._costs([spec.model_id])[spec.model_id].nothing_left:
-            return None
         tuned_done = self._tuned_done()
+        if not self._costs([spec.model_id], tuned_done=tuned_done)[spec.model_id].nothing_left:
+            return None
         records = sum(
             record_key(spec.model_id, h.hw_id, self.best_of) in tuned_done
             and all(f"{w}|{h.hw_id}" in self.covered
