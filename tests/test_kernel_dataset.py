@@ -99,6 +99,39 @@ def test_the_collector_resumes_and_reports_the_dataset_size(
     assert kernel_stats(kernel_root)["kernel_measurements"] == len(records)
 
 
+def test_a_model_that_does_not_compile_in_time_is_recorded_and_not_compiled_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """LLVM spent an hour on the sampled schedules of some audio front-ends; the collector
+    records the model's compile as a failure and a restart skips the model."""
+    import gnnperf.collect.kernels.collector as kernel_collector
+
+    spec = zoo.tiny_spec("mixer")
+    first = collect_kernels(tmp_path, [spec], HW, schedules=2, settings=TINY, progress=False,
+                            compile_timeout_s=0.001)
+    assert (first.failed, dict(first.failures), first.measurements) == (1, {"compile": 1}, 0)
+    (failure,) = iter_lines(tmp_path / "kernels", kinds=("kernel_model_failure",))
+    assert failure["stage"] == "compile" and "longer than 0.001 s" in failure["reason"]
+    assert not list(iter_lines(tmp_path / "kernels", kinds=("kernel_done", "kernel_failure")))
+
+    def not_again(*_: object, **__: object) -> None:
+        raise AssertionError("a model that did not compile was exported or lowered again")
+
+    monkeypatch.setattr(kernel_collector.zoo, "export_onnx", not_again)
+    monkeypatch.setattr(kernel_collector, "lower", not_again)
+    again = collect_kernels(tmp_path, [spec], HW, schedules=2, settings=TINY, progress=False)
+    assert (again.failed, again.done, again.measurements) == (0, 0, 0)
+    # its workloads were stored before the compile, and count as skipped
+    (model,) = iter_lines(tmp_path / "kernels", kinds=("kernel_model",))
+    assert again.skipped == len(set(model["kernels"].values())) > 0
+    monkeypatch.undo()
+    # another ISA was never tried: a collector with it visits the model for that ISA only
+    other = kernel_collector.KernelCollector(tmp_path, [*HW, ("x86-64-v2", HW[0][1])])
+    try:
+        assert other.finished(spec) is None
+    finally:
+        other.close()
+
+
 def test_the_export_is_a_database_metaschedule_applies(kernel_root: Path,
                                                        tmp_path: Path) -> None:
     import tvm
@@ -576,6 +609,13 @@ def test_the_models_whose_tuned_records_cost_fewest_measurements_come_first() ->
     tuned_done.add(record_key(ids["mixer"], "cpu/1t", "best-of:16"))
     cost = tuned_cost(ids["mixer"], two_isas, workloads, done, covered, tuned_done)
     assert (cost.records, cost.measure, cost.known) == (2, 1, True)
+    # a coverage run skips workloads another CPU covers: vgg's b and c cost nothing, and
+    # block its records (uncovered here); bert's b is covered on 1t, so 1t is not blocked
+    skipping = {m: tuned_cost(m, hws, workloads, done, covered, tuned_done, skip={"b", "c"})
+                for m in (ids["vgg"], ids["bert"])}
+    assert (skipping[ids["vgg"]].records, skipping[ids["vgg"]].measure) == (0, 0)
+    assert skipping[ids["vgg"]].nothing_left
+    assert (skipping[ids["bert"]].records, skipping[ids["bert"]].measure) == (0, 0)
 
 
 def test_the_collector_skips_a_model_with_nothing_left_and_keeps_an_unknown_one(
@@ -618,6 +658,41 @@ def test_the_collector_skips_a_model_with_nothing_left_and_keeps_an_unknown_one(
     summary = collect_kernels(kernel_root, [zoo.tiny_spec("mixer")], HW, schedules=3,
                               settings=TINY, progress=False, order="cheapest-tuned")
     assert (summary.done, summary.skipped, summary.failed, summary.tuned.done) == (0, 0, 0, 0)
+
+
+def test_a_coverage_run_times_only_workloads_no_hardware_id_covers(
+        kernel_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``skip_covered`` (issue 45's coverage): on a hardware config the dataset has never
+    measured, the workloads another config has enough sampled schedules of are left out."""
+    import shutil
+
+    import gnnperf.collect.kernels.collector as kernel_collector
+
+    root = tmp_path / "ds"
+    shutil.copytree(kernel_root / "kernels", root / "kernels")
+    sampled = Counter(r["workload_id"] for r in kernel_records(root)
+                      if r["schedule"] == "sampled")
+    (isa, threads), = HW
+    other = [(isa, threads + 1)]
+    monkeypatch.setattr(kernel_collector, "COVERED_SCHEDULES", 1)
+    collector = kernel_collector.KernelCollector(root, other, schedules=3, skip_covered=True)
+    try:
+        assert collector.skip == set(sampled) and collector.skip
+    finally:
+        collector.close()
+    summary = collect_kernels(root, [zoo.tiny_spec("mixer")], other, schedules=3,
+                              settings=TINY, progress=False, skip_covered=True)
+    assert (summary.done, summary.measurements, summary.failed) == (0, 0, 0)
+    assert summary.tuned.done == 0  # its workloads are not measured on this config
+    assert {r["hw_id"] for r in kernel_records(root)} == {
+        r["hw_id"] for r in kernel_records(kernel_root)}
+    # a threshold above the schedules timed leaves nothing out
+    monkeypatch.setattr(kernel_collector, "COVERED_SCHEDULES", max(sampled.values()) + 1)
+    uncovered = kernel_collector.KernelCollector(root, other, schedules=3, skip_covered=True)
+    try:
+        assert not uncovered.skip
+    finally:
+        uncovered.close()
 
 
 def test_the_databases_of_several_hardware_ids_are_read_in_one_pass(

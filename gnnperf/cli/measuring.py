@@ -152,7 +152,8 @@ def cmd_collect_kernels(args: argparse.Namespace) -> int:
         args.out, zoo_specs(args), parse_hw_list(args.hw), schedules=args.schedules,
         settings=settings,
         max_unscheduled_gflop=args.max_unscheduled_gflop, max_minutes=args.max_minutes,
-        order=args.order)
+        order=args.order, compile_timeout_s=args.compile_timeout,
+        skip_covered=args.skip_covered)
     print(summary.line())
     return 1 if summary.all_failed else 0
 
@@ -356,6 +357,13 @@ def register_collect_kernels(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--repeat", type=int, default=5, help="samples per kernel timing")
     p.add_argument("--max-unscheduled-gflop", type=float, default=0.5,
                    help="time the unscheduled kernel only up to this many GFLOP")
+    p.add_argument("--compile-timeout", type=float, default=600.0, metavar="SECONDS",
+                   help="record a model whose own compilation (to capture its kernels' "
+                        "inputs) takes longer as a compile failure, skipped from then on")
+    p.add_argument("--skip-covered", action="store_true",
+                   help="time only workloads no hardware id has 8 sampled schedules of yet "
+                        "(issue 45's coverage rule); models with covered workloads then get "
+                        "no whole-model best-of record here")
     p.add_argument("--order", default="given", metavar="{given,cheapest-tuned}",
                    help="visit the models as listed, or next each time the one whose "
                         "whole-model tuned records need the fewest kernel measurements "

@@ -24,7 +24,7 @@ import tvm
 from tqdm import tqdm
 
 from gnnperf import zoo
-from gnnperf.collect.kernels.database import tuned_databases
+from gnnperf.collect.kernels.database import COVERED_SCHEDULES, tuned_databases
 from gnnperf.collect.kernels.ordering import (
     TunedCost,
     cheapest_tuned_first,
@@ -41,7 +41,7 @@ from gnnperf.collect.kernels.workloads import (
     model_workloads,
 )
 from gnnperf.collect.models import Collector, CollectSummary, package_versions, record_key
-from gnnperf.errors import GnnperfError, one_line
+from gnnperf.errors import GnnperfError, LoweringError, one_line
 from gnnperf.frontend import import_to_relax, load_onnx
 from gnnperf.hardware.spec import HardwareSpec
 from gnnperf.lowering.build_config import BEST_OF_SCHEDULES, BuildConfig
@@ -82,6 +82,11 @@ Order = Literal["given", "cheapest-tuned"]
 ORDERS: tuple[Order, ...] = get_args(Order)
 #: workloads whose candidate libraries compile at once (code generation uses one core)
 COMPILED_TOGETHER = 2
+#: seconds the model's own compile (to capture its kernels' inputs) may take, as
+#: ``gnnperf collect --compile-timeout``: LLVM took an hour on some audio front-ends
+COMPILE_TIMEOUT_S = 600.0
+#: a model's stage that failed for good: the lowered model does not compile (in time)
+UNCOMPILABLE = "compile"
 
 
 @dataclass
@@ -119,28 +124,53 @@ def _covers_tuned(line: dict[str, Any]) -> bool:
     return line["kind"] == "kernel_done" or line["stage"] == NOT_EXECUTED
 
 
-def _progress(folder: Path) -> tuple[set[str], set[str], dict[str, Any],
-                                     dict[tuple[str, str], set[str]]]:
-    """What a collector resumes from, in one pass over ``folder``'s shards: the
-    ``workload|hw_id`` pairs finished (measured, failed or never executed), those that
-    count as covered for a ``best-of`` build (measured, or never executed), the workloads
-    written (MetaSchedule's JSON of each) and the (model, ISA) pairs written, with the
-    workload ids of each."""
-    done: set[str] = set()
-    covered: set[str] = set()
-    workloads: dict[str, Any] = {}
-    models: dict[tuple[str, str], set[str]] = {}
-    kinds = ("kernel_done", "kernel_failure", "kernel_workload", "kernel_model")
+@dataclass
+class _Progress:
+    """What a collector resumes from (:func:`_progress`)."""
+
+    #: ``workload|hw_id`` pairs finished (measured, failed or never executed)
+    done: set[str]
+    #: the pairs that count as covered for a ``best-of`` build (measured, or never executed)
+    covered: set[str]
+    #: the workloads written: MetaSchedule's JSON of each
+    workloads: dict[str, Any]
+    #: the (model, ISA) pairs written, with the workload ids of each
+    models: dict[tuple[str, str], set[str]]
+    #: the (model, ISA) pairs whose lowered model did not compile, or not in time: a
+    #: deterministic failure, so a restart does not spend the timeout on them again
+    uncompilable: set[tuple[str, str]]
+    #: per workload, the most sampled schedules timed on one hardware id
+    sampled: dict[str, int]
+
+
+def _sampled_timed(done: dict[str, Any]) -> int:
+    """The sampled schedules a ``kernel_done`` line timed: its candidates less the
+    unscheduled kernel (counted as timed when an old line does not say)."""
+    return done.get("candidates", 0) - int(done.get("unscheduled_timed", True))
+
+
+def _progress(folder: Path) -> _Progress:
+    """What a collector resumes from, in one pass over ``folder``'s shards."""
+    progress = _Progress(set(), set(), {}, {}, set(), {})
+    done, covered = progress.done, progress.covered
+    kinds = ("kernel_done", "kernel_failure", "kernel_workload", "kernel_model",
+             "kernel_model_failure")
     for o in iter_lines(folder, kinds=kinds) if folder.exists() else ():
         if o["kind"] == "kernel_workload":
-            workloads[o["workload_id"]] = o["ms_workload"]
+            progress.workloads[o["workload_id"]] = o["ms_workload"]
         elif o["kind"] == "kernel_model":
-            models[(o["model_id"], o["isa"])] = set(o["kernels"].values())
+            progress.models[(o["model_id"], o["isa"])] = set(o["kernels"].values())
+        elif o["kind"] == "kernel_model_failure":
+            if o["stage"] == UNCOMPILABLE:
+                progress.uncompilable.add((o["model_id"], o["isa"]))
         else:
             done.add(o["key"])
             if _covers_tuned(o):
                 covered.add(o["key"])
-    return done, covered, workloads, models
+            if o["kind"] == "kernel_done":
+                wid = o["key"].split("|", 1)[0]
+                progress.sampled[wid] = max(progress.sampled.get(wid, 0), _sampled_timed(o))
+    return progress
 
 
 class KernelCollector:
@@ -149,7 +179,9 @@ class KernelCollector:
     def __init__(self, out: str | Path, hw: Sequence[tuple[str, int]], *,
                  schedules: int = DEFAULT_SCHEDULES, settings: MeasureSettings | None = None,
                  max_unscheduled_gflop: float = MAX_UNSCHEDULED_GFLOP,
-                 shard_prefix: str | None = None, tuned: bool = True) -> None:
+                 shard_prefix: str | None = None, tuned: bool = True,
+                 compile_timeout_s: float | None = COMPILE_TIMEOUT_S,
+                 skip_covered: bool = False) -> None:
         if schedules < 1:
             raise GnnperfError(f"--schedules must be at least 1, got {schedules}")
         self.root = DatasetFolder.resolve(out)
@@ -160,11 +192,21 @@ class KernelCollector:
         self.best_of = str(BuildConfig("best-of", trials=schedules))
         self.settings = settings or MeasureSettings(quiet_timeout_s=float("inf"))
         self.max_unscheduled_gflop = max_unscheduled_gflop
+        self.compile_timeout_s = compile_timeout_s
         self.isas: dict[str, list[int]] = {}
         for isa, threads in hw:
             self.isas.setdefault(isa, []).append(threads)
-        self.done, self.covered, self.workloads_written, self.models_written = \
-            _progress(self.folder)
+        progress = _progress(self.folder)
+        self.done, self.covered = progress.done, progress.covered
+        self.workloads_written, self.models_written = progress.workloads, progress.models
+        self.uncompilable = progress.uncompilable
+        #: with ``skip_covered``, the workloads never to time here: those one hardware id
+        #: (this machine's or another's) already has ``COVERED_SCHEDULES`` sampled
+        #: schedules of, issue 45's coverage rule (a coverage run on a new CPU would
+        #: otherwise spend most of its time on workloads the dataset covers: 53 of the
+        #: 66 s of the first corpus model visited on the Intel guest)
+        self.skip = ({w for w, n in progress.sampled.items() if n >= COVERED_SCHEDULES}
+                     if skip_covered else set())
         self.stored_funcs: dict[str, Any] = {}
         host = socket.gethostname().split(".")[0] or "host"
         self.writer = ShardWriter(self.folder, shard_prefix or f"kernels-{host}")
@@ -216,7 +258,7 @@ class KernelCollector:
         for (isa, _), h in self.hw_specs.items():
             isa_hw_ids.setdefault(isa, []).append(h.hw_id)
         costs = {m: tuned_cost(m, isa_hw_ids, self.models_written, self.done, self.covered,
-                               tuned_done, family_sizes, build=self.best_of)
+                               tuned_done, family_sizes, build=self.best_of, skip=self.skip)
                  for m in model_ids}
         return costs if self.tuned else {m: dataclasses.replace(c, records=0)
                                          for m, c in costs.items()}
@@ -239,7 +281,13 @@ class KernelCollector:
         (seconds per model: a restart past hundreds of finished models took minutes). It
         trusts the stored ``kernel_model`` lines, as the visiting order does: a change to
         lowering that gives a model other kernels needs a fresh kernel folder anyway, since
-        the stored workload ids would no longer be the ones models run."""
+        the stored workload ids would no longer be the ones models run.
+
+        A model that did not compile (:data:`UNCOMPILABLE`) on every ISA of the run is
+        finished too: it has no inputs to capture, so nothing can be timed from it."""
+        if all((spec.model_id, isa) in self.uncompilable for isa in self.isas):
+            return sum(len(self.models_written.get((spec.model_id, isa), ()))
+                       for isa in self.isas), 0
         if any((spec.model_id, isa) not in self.models_written for isa in self.isas):
             return None
         tuned_done = self._tuned_done()
@@ -293,6 +341,8 @@ class KernelCollector:
             return
         onnx_model = None  # exported once for the kernels and the tuned records alike
         for isa, threads_list in self.isas.items():
+            if (spec.model_id, isa) in self.uncompilable:
+                continue
             hws = [self.hw(isa, t) for t in threads_list]
             stage = "lower"
             try:
@@ -308,8 +358,8 @@ class KernelCollector:
                         "kernels": {w.name: w.workload_id for w in workloads}})
                     self.models_written[(spec.model_id, isa)] = {w.workload_id
                                                                   for w in workloads}
-                todo = [w for w in workloads
-                        if any(f"{w.workload_id}|{h.hw_id}" not in self.done for h in hws)]
+                todo = [w for w in workloads if w.workload_id not in self.skip
+                        and any(f"{w.workload_id}|{h.hw_id}" not in self.done for h in hws)]
                 summary.skipped += len(workloads) - len(todo)
                 if todo:
                     stage = "capture"
@@ -322,6 +372,10 @@ class KernelCollector:
                             self.tuned_collector(h).run_model(spec, summary.tuned,
                                                               tqdm(disable=True), onnx_model)
             except Exception as exc:
+                if stage == "capture" and isinstance(exc, LoweringError):
+                    # the model's own compile, before its run: it fails the same way again
+                    stage = UNCOMPILABLE
+                    self.uncompilable.add((spec.model_id, isa))
                 summary.failed += 1
                 summary.failures[stage] += 1
                 self.writer.append({"kind": "kernel_model_failure", "model_id": spec.model_id,
@@ -335,7 +389,8 @@ class KernelCollector:
         with tempfile.TemporaryDirectory(prefix="gnnperf-kernels-") as tmp:
             wait_for_quiet(self.settings.max_other_load, None)
             captured = capture_inputs(spec, lowered, Path(tmp),
-                                      self.workers.get(hws[-1].threads), self.settings)
+                                      self.workers.get(hws[-1].threads), self.settings,
+                                      self.compile_timeout_s)
             for first in range(0, len(todo), COMPILED_TOGETHER):
                 drawn = [d for w in todo[first:first + COMPILED_TOGETHER]
                          if (d := self._draw(w, spec, hws, captured, summary)) is not None]
@@ -496,20 +551,28 @@ def collect_kernels(out: str | Path, specs: Sequence[zoo.ModelSpec],
                     settings: MeasureSettings | None = None,
                     max_unscheduled_gflop: float = MAX_UNSCHEDULED_GFLOP,
                     max_minutes: float | None = None, progress: bool = True,
-                    order: Order = "given") -> KernelSummary:
+                    order: Order = "given",
+                    compile_timeout_s: float | None = COMPILE_TIMEOUT_S,
+                    skip_covered: bool = False) -> KernelSummary:
     """Measure the workloads of ``specs`` (see :func:`gnnperf.collect.models.interleaved_specs`);
     stops cleanly after ``max_minutes`` (the model in progress is finished first).
 
     ``order``: ``given`` visits ``specs`` as given; ``cheapest-tuned`` visits next, each
     time, the model whose whole-model ``best-of`` records need the fewest kernel
     measurements, and skips those with nothing left to do
-    (:func:`.ordering.cheapest_tuned_first`)."""
+    (:func:`.ordering.cheapest_tuned_first`).
+
+    ``skip_covered`` leaves out the workloads the dataset already covers on any hardware
+    id (:attr:`KernelCollector.skip`): a model with such a workload gets no ``best-of``
+    record here, so it is for extending the kernel dataset's coverage (issue 45)."""
     if order not in ORDERS:
         raise GnnperfError(f"--order must be one of {', '.join(ORDERS)}, got '{order}'")
     summary = KernelSummary()
     start = time.time()
     collector = KernelCollector(out, hw, schedules=schedules, settings=settings,
-                                max_unscheduled_gflop=max_unscheduled_gflop)
+                                max_unscheduled_gflop=max_unscheduled_gflop,
+                                compile_timeout_s=compile_timeout_s,
+                                skip_covered=skip_covered)
     try:
         remaining = list(specs)
         with tqdm(total=len(remaining), desc="kernels", unit="model",

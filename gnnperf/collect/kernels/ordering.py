@@ -68,7 +68,8 @@ def tuned_cost(model_id: str, isa_hw_ids: Mapping[str, Sequence[str]],
                done: Collection[str], covered: Collection[str],
                tuned_done: Collection[str],
                family_sizes: Mapping[str, float] | None = None, *,
-               build: str = f"best-of:{BEST_OF_SCHEDULES}") -> TunedCost:
+               build: str = f"best-of:{BEST_OF_SCHEDULES}",
+               skip: Collection[str] = ()) -> TunedCost:
     """The cost of ``model_id``'s ``build`` (best-of) records on the hardware ids of each ISA.
 
     ``done`` and ``covered`` hold ``workload|hw_id`` pairs as the collector keeps them (a
@@ -78,7 +79,9 @@ def tuned_cost(model_id: str, isa_hw_ids: Mapping[str, Sequence[str]],
     An ISA the model was never lowered for takes the workloads of one it was, an estimate
     (a workload id is target-independent, and the fused kernels rarely differ by ISA).
     A model never lowered is estimated at ``family_sizes[its family]`` new workloads per
-    hardware id (:func:`family_workloads`)."""
+    hardware id (:func:`family_workloads`). Workloads in ``skip`` are never timed (a
+    coverage run leaves out those another CPU covers): their pairs cost nothing, and
+    block a record on a config where they are not covered."""
     lowered = [wl for (m, _), wl in model_workloads.items() if m == model_id]
     if not lowered:
         configs = sum(map(len, isa_hw_ids.values()))
@@ -88,9 +91,9 @@ def tuned_cost(model_id: str, isa_hw_ids: Mapping[str, Sequence[str]],
     for isa, hw_ids in isa_hw_ids.items():
         workloads = model_workloads.get((model_id, isa)) or max(lowered, key=len)
         for hw_id in hw_ids:
-            pairs = [f"{w}|{hw_id}" for w in workloads]
-            measure += sum(p not in done for p in pairs)
-            blocked = any(p in done and p not in covered for p in pairs)
+            pairs = [(w in skip, f"{w}|{hw_id}") for w in workloads]
+            measure += sum(p not in done and not skipped for skipped, p in pairs)
+            blocked = any((p in done or skipped) and p not in covered for skipped, p in pairs)
             if not blocked and record_key(model_id, hw_id, build) not in tuned_done:
                 records += 1
     return TunedCost(records, measure)

@@ -11,7 +11,7 @@ import tvm
 from tvm import tirx
 
 from gnnperf.errors import GnnperfError
-from gnnperf.lowering.pipeline import LoweredModel, compile_lowered, export_executable
+from gnnperf.lowering.pipeline import LoweredModel, compile_to_files
 from gnnperf.lowering.schedules import kernel_hash, sample_traced_schedule
 from gnnperf.measure import MeasureSettings, MeasureWorker, make_inputs
 from gnnperf.measure.local import capture_kernel_inputs
@@ -52,11 +52,16 @@ def model_workloads(lowered: LoweredModel) -> list[KernelWorkload]:
 
 
 def capture_inputs(spec: ModelSpec, lowered: LoweredModel, folder: Path, worker: MeasureWorker,
-                   settings: MeasureSettings) -> dict[str, Path]:
+                   settings: MeasureSettings, compile_timeout_s: float | None = None
+                   ) -> dict[str, Path]:
     """Compile ``spec``'s lowered model and run it once in ``worker``, saving each kernel's
     argument tensors under ``folder``: kernel name → its ``.npz``, the inputs its timings
-    use, with the values the kernel sees inside the model."""
-    lib = export_executable(compile_lowered(lowered), folder / "model.so")
+    use, with the values the kernel sees inside the model.
+
+    The compile gives up after ``compile_timeout_s`` (a ``LoweringError``): LLVM spends
+    an hour on the sampled schedules of some audio front-ends (``tf-hubert``), and a
+    collector must record that and move on."""
+    lib = compile_to_files(lowered, folder / "model.so", timeout_s=compile_timeout_s)
     names = capture_kernel_inputs(lib, make_inputs(dict(spec.inputs), seed=spec.seed),
                                   folder / "args", worker, settings)
     return {name: folder / "args" / f"{name}.npz" for name in names}
