@@ -102,34 +102,45 @@ def test_the_collector_resumes_and_reports_the_dataset_size(
 def test_a_model_that_does_not_compile_in_time_is_recorded_and_not_compiled_again(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """LLVM spent an hour on the sampled schedules of some audio front-ends; the collector
-    records the model's compile as a failure and a restart skips the model."""
+    records the model's compile as a failure and a restart skips the model for that ISA."""
     import gnnperf.collect.kernels.collector as kernel_collector
+    from gnnperf.errors import GnnperfError
 
     spec = zoo.tiny_spec("mixer")
     first = collect_kernels(tmp_path, [spec], HW, schedules=2, settings=TINY, progress=False,
                             compile_timeout_s=0.001)
-    assert (first.failed, dict(first.failures), first.measurements) == (1, {"compile": 1}, 0)
+    assert (first.failed, dict(first.failures), first.measurements) == (
+        1, {"model-compile": 1}, 0)
     (failure,) = iter_lines(tmp_path / "kernels", kinds=("kernel_model_failure",))
-    assert failure["stage"] == "compile" and "longer than 0.001 s" in failure["reason"]
+    assert failure["stage"] == "model-compile" and "longer than 0.001 s" in failure["reason"]
     assert not list(iter_lines(tmp_path / "kernels", kinds=("kernel_done", "kernel_failure")))
+    # another ISA compiles: a run with both visits the model for that one only
+    (isa, threads), = HW
+    both = [*HW, ("x86-64-v2", threads)]
+    second = collect_kernels(tmp_path, [spec], both, schedules=2, settings=TINY,
+                             progress=False)
+    assert second.failed == 0 and second.measurements > 0
+    assert {r["hw_id"].split("/")[1] for r in kernel_records(tmp_path)} == {"x86-64-v2"}
 
     def not_again(*_: object, **__: object) -> None:
-        raise AssertionError("a model that did not compile was exported or lowered again")
+        raise AssertionError("a model with nothing left to do was exported or lowered again")
 
     monkeypatch.setattr(kernel_collector.zoo, "export_onnx", not_again)
     monkeypatch.setattr(kernel_collector, "lower", not_again)
-    again = collect_kernels(tmp_path, [spec], HW, schedules=2, settings=TINY, progress=False)
+    again = collect_kernels(tmp_path, [spec], both, schedules=2, settings=TINY,
+                            progress=False)
     assert (again.failed, again.done, again.measurements) == (0, 0, 0)
-    # its workloads were stored before the compile, and count as skipped
-    (model,) = iter_lines(tmp_path / "kernels", kinds=("kernel_model",))
-    assert again.skipped == len(set(model["kernels"].values())) > 0
-    monkeypatch.undo()
-    # another ISA was never tried: a collector with it visits the model for that ISA only
-    other = kernel_collector.KernelCollector(tmp_path, [*HW, ("x86-64-v2", HW[0][1])])
+    # each ISA's workloads count as skipped, the uncompiled one's too
+    stored = [set(m["kernels"].values())
+              for m in iter_lines(tmp_path / "kernels", kinds=("kernel_model",))]
+    assert len(stored) == 2 and again.skipped == sum(map(len, stored))
+    retry = kernel_collector.KernelCollector(tmp_path, HW, retry_failed=True)
     try:
-        assert other.finished(spec) is None
+        assert retry.finished(spec) is None  # asked to, it compiles the model again
     finally:
-        other.close()
+        retry.close()
+    with pytest.raises(GnnperfError, match="--compile-timeout must be positive, got 0"):
+        kernel_collector.KernelCollector(tmp_path, HW, compile_timeout_s=0)
 
 
 def test_the_export_is_a_database_metaschedule_applies(kernel_root: Path,
@@ -616,6 +627,9 @@ def test_the_models_whose_tuned_records_cost_fewest_measurements_come_first() ->
     assert (skipping[ids["vgg"]].records, skipping[ids["vgg"]].measure) == (0, 0)
     assert skipping[ids["vgg"]].nothing_left
     assert (skipping[ids["bert"]].records, skipping[ids["bert"]].measure) == (0, 0)
+    # a skipped workload covered here blocks nothing: mixer's 2t record is still to make
+    cost = tuned_cost(ids["mixer"], hws, workloads, done, covered, tuned_done, skip={"a"})
+    assert (cost.records, cost.measure) == (1, 0)
 
 
 def test_the_collector_skips_a_model_with_nothing_left_and_keeps_an_unknown_one(
@@ -660,39 +674,44 @@ def test_the_collector_skips_a_model_with_nothing_left_and_keeps_an_unknown_one(
     assert (summary.done, summary.skipped, summary.failed, summary.tuned.done) == (0, 0, 0, 0)
 
 
-def test_a_coverage_run_times_only_workloads_no_hardware_id_covers(
+def test_a_coverage_run_times_only_workloads_no_hardware_id_has_sampled(
         kernel_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``skip_covered`` (issue 45's coverage): on a hardware config the dataset has never
-    measured, the workloads another config has enough sampled schedules of are left out."""
-    import shutil
-
+    measured, the workloads another config has drawn enough seeds of and timed are left
+    out, and the others are timed."""
     import gnnperf.collect.kernels.collector as kernel_collector
+    from gnnperf.store.shards import ShardWriter
 
+    lines = list(iter_lines(kernel_root / "kernels"))
+    measured = sorted({o["key"].split("|")[0] for o in lines if o["kind"] == "kernel_done"})
+    not_executed = {o["workload_id"] for o in lines if o["kind"] == "kernel_failure"}
+    forgotten = set(measured[::2])  # a dataset that measured every other workload only
+    assert forgotten and len(forgotten) < len(measured)
     root = tmp_path / "ds"
-    shutil.copytree(kernel_root / "kernels", root / "kernels")
-    sampled = Counter(r["workload_id"] for r in kernel_records(root)
-                      if r["schedule"] == "sampled")
+    with ShardWriter(root / "kernels", "kernels-part") as writer:
+        for o in lines:
+            if o["kind"] in ("kernel_done", "kernel_record") and \
+                    o["key"].split("|")[0] in forgotten:
+                continue
+            writer.append({k: v for k, v in o.items() if k != "crc"})
     (isa, threads), = HW
     other = [(isa, threads + 1)]
-    monkeypatch.setattr(kernel_collector, "COVERED_SCHEDULES", 1)
-    collector = kernel_collector.KernelCollector(root, other, schedules=3, skip_covered=True)
-    try:
-        assert collector.skip == set(sampled) and collector.skip
-    finally:
-        collector.close()
+    # the fixture drew 3 seeds: a coverage rule of 4 skips only what never runs, one of 3
+    # what it measured too
+    for rule, skipped in ((4, set()), (3, set(measured) - forgotten)):
+        monkeypatch.setattr(kernel_collector, "COVERED_SCHEDULES", rule)
+        collector = kernel_collector.KernelCollector(root, other, skip_covered=True)
+        try:
+            assert collector.skip == skipped | not_executed
+        finally:
+            collector.close()
     summary = collect_kernels(root, [zoo.tiny_spec("mixer")], other, schedules=3,
                               settings=TINY, progress=False, skip_covered=True)
-    assert (summary.done, summary.measurements, summary.failed) == (0, 0, 0)
-    assert summary.tuned.done == 0  # its workloads are not measured on this config
-    assert {r["hw_id"] for r in kernel_records(root)} == {
+    assert summary.failed == 0 and summary.done == len(forgotten)
+    assert summary.tuned.done == 0  # the skipped workloads are not measured on this config
+    (hw_id,) = {r["hw_id"] for r in kernel_records(root)} - {
         r["hw_id"] for r in kernel_records(kernel_root)}
-    # a threshold above the schedules timed leaves nothing out
-    monkeypatch.setattr(kernel_collector, "COVERED_SCHEDULES", max(sampled.values()) + 1)
-    uncovered = kernel_collector.KernelCollector(root, other, schedules=3, skip_covered=True)
-    try:
-        assert not uncovered.skip
-    finally:
-        uncovered.close()
+    assert {r["workload_id"] for r in kernel_records(root, hw_id)} == forgotten
 
 
 def test_the_databases_of_several_hardware_ids_are_read_in_one_pass(
@@ -773,5 +792,8 @@ def test_the_corpus_workload_coverage_counts_workloads_with_enough_schedules(
     assert stats["corpus_workloads"] == 3
     assert stats["corpus_workloads_covered"] == 1
     assert stats["corpus_workload_coverage"] == pytest.approx(33.3)
+    # both measured workloads were drawn with the fixture's 3 seeds, "unmeasured" never
+    assert stats["corpus_workloads_sampled"] == 2
+    assert stats["corpus_workload_sampled_share"] == pytest.approx(66.7)
     assert kernel_stats(kernel_root, corpus=True)["corpus_workloads"] == 0  # no shards
     assert "corpus_workloads" not in kernel_stats(root)  # only when asked

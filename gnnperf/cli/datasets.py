@@ -64,7 +64,10 @@ def cmd_dataset_stats(args: argparse.Namespace) -> int:
         print(f"corpus workloads (kernels of the corpus's default-build graphs) with >= "
               f"{COVERED_SCHEDULES} sampled schedules in the kernel dataset: "
               f"{stats['corpus_workloads_covered']} of {stats['corpus_workloads']} "
-              f"({stats['corpus_workload_coverage']:.1f}%)")
+              f"({stats['corpus_workload_coverage']:.1f}%); drawn with >= "
+              f"{COVERED_SCHEDULES} seeds, every distinct schedule timed: "
+              f"{stats['corpus_workloads_sampled']} "
+              f"({stats['corpus_workload_sampled_share']:.1f}%)")
     for hw_id, tuning in stats["tuning"].items():
         print(f"tuning (MetaSchedule's evolutionary search) on {hw_id}: "
               f"{tuning['workloads']} workloads; " + "; ".join(

@@ -153,7 +153,7 @@ def cmd_collect_kernels(args: argparse.Namespace) -> int:
         settings=settings,
         max_unscheduled_gflop=args.max_unscheduled_gflop, max_minutes=args.max_minutes,
         order=args.order, compile_timeout_s=args.compile_timeout,
-        skip_covered=args.skip_covered)
+        skip_covered=args.skip_covered, retry_failed=args.retry_failed)
     print(summary.line())
     return 1 if summary.all_failed else 0
 
@@ -359,11 +359,14 @@ def register_collect_kernels(sub: argparse._SubParsersAction) -> None:
                    help="time the unscheduled kernel only up to this many GFLOP")
     p.add_argument("--compile-timeout", type=float, default=600.0, metavar="SECONDS",
                    help="record a model whose own compilation (to capture its kernels' "
-                        "inputs) takes longer as a compile failure, skipped from then on")
+                        "inputs) takes longer as a model-compile failure, skipped from then "
+                        "on")
+    p.add_argument("--retry-failed", action="store_true",
+                   help="visit again the models whose own compilation failed or timed out")
     p.add_argument("--skip-covered", action="store_true",
-                   help="time only workloads no hardware id has 8 sampled schedules of yet "
-                        "(issue 45's coverage rule); models with covered workloads then get "
-                        "no whole-model best-of record here")
+                   help="time only workloads that no one hardware id has 8 sampled "
+                        "schedules of yet (issue 45's coverage); models with such workloads "
+                        "then get no whole-model best-of record here")
     p.add_argument("--order", default="given", metavar="{given,cheapest-tuned}",
                    help="visit the models as listed, or next each time the one whose "
                         "whole-model tuned records need the fewest kernel measurements "

@@ -85,8 +85,9 @@ COMPILED_TOGETHER = 2
 #: seconds the model's own compile (to capture its kernels' inputs) may take, as
 #: ``gnnperf collect --compile-timeout``: LLVM took an hour on some audio front-ends
 COMPILE_TIMEOUT_S = 600.0
-#: a model's stage that failed for good: the lowered model does not compile (in time)
-UNCOMPILABLE = "compile"
+#: a model's stage that fails for good: the lowered model does not compile (in time), so
+#: no input can be captured; kept apart from a workload's ``compile`` (its candidates)
+UNCOMPILABLE = "model-compile"
 
 
 @dataclass
@@ -129,29 +130,26 @@ class _Progress:
     """What a collector resumes from (:func:`_progress`)."""
 
     #: ``workload|hw_id`` pairs finished (measured, failed or never executed)
-    done: set[str]
+    done: set[str] = field(default_factory=set)
     #: the pairs that count as covered for a ``best-of`` build (measured, or never executed)
-    covered: set[str]
+    covered: set[str] = field(default_factory=set)
     #: the workloads written: MetaSchedule's JSON of each
-    workloads: dict[str, Any]
+    workloads: dict[str, Any] = field(default_factory=dict)
     #: the (model, ISA) pairs written, with the workload ids of each
-    models: dict[tuple[str, str], set[str]]
-    #: the (model, ISA) pairs whose lowered model did not compile, or not in time: a
-    #: deterministic failure, so a restart does not spend the timeout on them again
-    uncompilable: set[tuple[str, str]]
-    #: per workload, the most sampled schedules timed on one hardware id
-    sampled: dict[str, int]
-
-
-def _sampled_timed(done: dict[str, Any]) -> int:
-    """The sampled schedules a ``kernel_done`` line timed: its candidates less the
-    unscheduled kernel (counted as timed when an old line does not say)."""
-    return done.get("candidates", 0) - int(done.get("unscheduled_timed", True))
+    models: dict[tuple[str, str], set[str]] = field(default_factory=dict)
+    #: the (model, ISA) pairs whose lowered model did not compile, or not in time: the
+    #: same lowering fails the same way, so a restart does not spend the timeout again
+    uncompilable: set[tuple[str, str]] = field(default_factory=set)
+    #: per workload, the most schedule seeds one hardware id drew and timed (every
+    #: distinct program they gave)
+    drawn: dict[str, int] = field(default_factory=dict)
+    #: the workloads some model runs as a VM builtin, never as a kernel
+    not_executed: set[str] = field(default_factory=set)
 
 
 def _progress(folder: Path) -> _Progress:
     """What a collector resumes from, in one pass over ``folder``'s shards."""
-    progress = _Progress(set(), set(), {}, {}, set(), {})
+    progress = _Progress()
     done, covered = progress.done, progress.covered
     kinds = ("kernel_done", "kernel_failure", "kernel_workload", "kernel_model",
              "kernel_model_failure")
@@ -167,9 +165,11 @@ def _progress(folder: Path) -> _Progress:
             done.add(o["key"])
             if _covers_tuned(o):
                 covered.add(o["key"])
+            wid = o["key"].split("|", 1)[0]
             if o["kind"] == "kernel_done":
-                wid = o["key"].split("|", 1)[0]
-                progress.sampled[wid] = max(progress.sampled.get(wid, 0), _sampled_timed(o))
+                progress.drawn[wid] = max(progress.drawn.get(wid, 0), o.get("schedules_drawn", 0))
+            elif o["stage"] == NOT_EXECUTED:
+                progress.not_executed.add(wid)
     return progress
 
 
@@ -181,9 +181,11 @@ class KernelCollector:
                  max_unscheduled_gflop: float = MAX_UNSCHEDULED_GFLOP,
                  shard_prefix: str | None = None, tuned: bool = True,
                  compile_timeout_s: float | None = COMPILE_TIMEOUT_S,
-                 skip_covered: bool = False) -> None:
+                 skip_covered: bool = False, retry_failed: bool = False) -> None:
         if schedules < 1:
             raise GnnperfError(f"--schedules must be at least 1, got {schedules}")
+        if compile_timeout_s is not None and not compile_timeout_s > 0:
+            raise GnnperfError(f"--compile-timeout must be positive, got {compile_timeout_s:g}")
         self.root = DatasetFolder.resolve(out)
         self.folder = self.root.kernels
         self.tuned = tuned
@@ -199,14 +201,18 @@ class KernelCollector:
         progress = _progress(self.folder)
         self.done, self.covered = progress.done, progress.covered
         self.workloads_written, self.models_written = progress.workloads, progress.models
-        self.uncompilable = progress.uncompilable
+        #: (model, ISA) pairs not to visit: their model did not compile (``retry_failed``
+        #: tries them again)
+        self.uncompilable = set() if retry_failed else progress.uncompilable
         #: with ``skip_covered``, the workloads never to time here: those one hardware id
-        #: (this machine's or another's) already has ``COVERED_SCHEDULES`` sampled
-        #: schedules of, issue 45's coverage rule (a coverage run on a new CPU would
-        #: otherwise spend most of its time on workloads the dataset covers: 53 of the
-        #: 66 s of the first corpus model visited on the Intel guest)
-        self.skip = ({w for w, n in progress.sampled.items() if n >= COVERED_SCHEDULES}
-                     if skip_covered else set())
+        #: (this machine's or another's) drew ``COVERED_SCHEDULES`` schedule seeds of and
+        #: timed every distinct program of, and those a model runs as a VM builtin. A
+        #: coverage run on a new CPU otherwise spends most of its time on workloads the
+        #: dataset has: 53 of the 66 s of the first corpus model visited on the Intel
+        #: guest. Drawn seeds, not distinct programs, decide: a third of the workloads
+        #: measured have one program in their whole design space (``schedules_sampled``).
+        self.skip = ({w for w, n in progress.drawn.items() if n >= COVERED_SCHEDULES}
+                     | progress.not_executed if skip_covered else set())
         self.stored_funcs: dict[str, Any] = {}
         host = socket.gethostname().split(".")[0] or "host"
         self.writer = ShardWriter(self.folder, shard_prefix or f"kernels-{host}")
@@ -257,11 +263,18 @@ class KernelCollector:
         isa_hw_ids: dict[str, list[str]] = {}
         for (isa, _), h in self.hw_specs.items():
             isa_hw_ids.setdefault(isa, []).append(h.hw_id)
-        costs = {m: tuned_cost(m, isa_hw_ids, self.models_written, self.done, self.covered,
-                               tuned_done, family_sizes, build=self.best_of, skip=self.skip)
+        costs = {m: tuned_cost(m, {isa: ids for isa, ids in isa_hw_ids.items()
+                                   if isa in self._isas_to_visit(m)},
+                               self.models_written, self.done, self.covered, tuned_done,
+                               family_sizes, build=self.best_of, skip=self.skip)
                  for m in model_ids}
         return costs if self.tuned else {m: dataclasses.replace(c, records=0)
                                          for m, c in costs.items()}
+
+    def _isas_to_visit(self, model_id: str) -> list[str]:
+        """The run's ISAs a visit to ``model_id`` can do something for: all but those its
+        model did not compile for (:data:`UNCOMPILABLE`)."""
+        return [isa for isa in self.isas if (model_id, isa) not in self.uncompilable]
 
     def _tuned_done(self) -> set[str]:
         """The whole-model ``best-of`` keys with a record or a failure, on any config."""
@@ -283,12 +296,10 @@ class KernelCollector:
         lowering that gives a model other kernels needs a fresh kernel folder anyway, since
         the stored workload ids would no longer be the ones models run.
 
-        A model that did not compile (:data:`UNCOMPILABLE`) on every ISA of the run is
-        finished too: it has no inputs to capture, so nothing can be timed from it."""
-        if all((spec.model_id, isa) in self.uncompilable for isa in self.isas):
-            return sum(len(self.models_written.get((spec.model_id, isa), ()))
-                       for isa in self.isas), 0
-        if any((spec.model_id, isa) not in self.models_written for isa in self.isas):
+        An ISA the model did not compile for (:data:`UNCOMPILABLE`) has nothing to do: no
+        input can be captured, so nothing can be timed from it."""
+        isas = self._isas_to_visit(spec.model_id)
+        if any((spec.model_id, isa) not in self.models_written for isa in isas):
             return None
         tuned_done = self._tuned_done()
         if not self._costs([spec.model_id], tuned_done=tuned_done)[spec.model_id].nothing_left:
@@ -297,8 +308,9 @@ class KernelCollector:
             record_key(spec.model_id, h.hw_id, self.best_of) in tuned_done
             and all(f"{w}|{h.hw_id}" in self.covered
                     for w in self.models_written[(spec.model_id, h.isa)])
-            for h in self.hw_specs.values())
-        return sum(len(self.models_written[(spec.model_id, isa)]) for isa in self.isas), records
+            for h in self.hw_specs.values() if h.isa in isas)
+        return sum(len(self.models_written.get((spec.model_id, isa), ()))
+                   for isa in self.isas), records
 
     def tuned_collector(self, hw: HardwareSpec) -> Collector:
         """Whole-model ``best-of`` records of ``hw``, into the dataset's record shards."""
@@ -373,7 +385,8 @@ class KernelCollector:
                                                               tqdm(disable=True), onnx_model)
             except Exception as exc:
                 if stage == "capture" and isinstance(exc, LoweringError):
-                    # the model's own compile, before its run: it fails the same way again
+                    # only the model's own compile raises this here (each workload's
+                    # stages record their own failures): it fails the same way again
                     stage = UNCOMPILABLE
                     self.uncompilable.add((spec.model_id, isa))
                 summary.failed += 1
@@ -553,7 +566,7 @@ def collect_kernels(out: str | Path, specs: Sequence[zoo.ModelSpec],
                     max_minutes: float | None = None, progress: bool = True,
                     order: Order = "given",
                     compile_timeout_s: float | None = COMPILE_TIMEOUT_S,
-                    skip_covered: bool = False) -> KernelSummary:
+                    skip_covered: bool = False, retry_failed: bool = False) -> KernelSummary:
     """Measure the workloads of ``specs`` (see :func:`gnnperf.collect.models.interleaved_specs`);
     stops cleanly after ``max_minutes`` (the model in progress is finished first).
 
@@ -564,7 +577,8 @@ def collect_kernels(out: str | Path, specs: Sequence[zoo.ModelSpec],
 
     ``skip_covered`` leaves out the workloads the dataset already covers on any hardware
     id (:attr:`KernelCollector.skip`): a model with such a workload gets no ``best-of``
-    record here, so it is for extending the kernel dataset's coverage (issue 45)."""
+    record here, so it is for extending the kernel dataset's coverage (issue 45).
+    ``retry_failed`` visits again the models whose own compile failed or timed out."""
     if order not in ORDERS:
         raise GnnperfError(f"--order must be one of {', '.join(ORDERS)}, got '{order}'")
     summary = KernelSummary()
@@ -572,7 +586,7 @@ def collect_kernels(out: str | Path, specs: Sequence[zoo.ModelSpec],
     collector = KernelCollector(out, hw, schedules=schedules, settings=settings,
                                 max_unscheduled_gflop=max_unscheduled_gflop,
                                 compile_timeout_s=compile_timeout_s,
-                                skip_covered=skip_covered)
+                                skip_covered=skip_covered, retry_failed=retry_failed)
     try:
         remaining = list(specs)
         with tqdm(total=len(remaining), desc="kernels", unit="model",
