@@ -364,8 +364,8 @@ def register_collect_kernels(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--retry-failed", action="store_true",
                    help="visit again the models whose own compilation failed or timed out")
     p.add_argument("--skip-covered", action="store_true",
-                   help="time only workloads that no one hardware id has 8 sampled "
-                        "schedules of yet (issue 45's coverage); models with such workloads "
+                   help="time only workloads no hardware id has drawn 8 schedule seeds of "
+                        "and timed yet (issue 45's coverage); models with such workloads "
                         "then get no whole-model best-of record here")
     p.add_argument("--order", default="given", metavar="{given,cheapest-tuned}",
                    help="visit the models as listed, or next each time the one whose "
