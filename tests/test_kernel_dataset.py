@@ -21,6 +21,7 @@ from gnnperf.collect.kernels import (
     kernel_stats,
 )
 from gnnperf.hardware.spec import HardwareSpec
+from gnnperf.store.folder import DatasetFolder
 from gnnperf.store.shards import iter_lines
 
 
@@ -795,5 +796,24 @@ def test_the_corpus_workload_coverage_counts_workloads_with_enough_schedules(
     # both measured workloads were drawn with the fixture's 3 seeds, "unmeasured" never
     assert stats["corpus_workloads_sampled"] == 2
     assert stats["corpus_workload_sampled_share"] == pytest.approx(66.7)
+    # per family, what its models bring; per workload, the seeds one hardware id drew
+    assert database.corpus_workloads_by_family(DatasetFolder.resolve(root)) == {
+        "tf-bert-l2h128": {most, fewest, "unmeasured"}}
+    drawn = database.workloads_drawn(root)
+    assert drawn[most] == drawn[fewest] == 3 and drawn["unmeasured"] == 0
     assert kernel_stats(kernel_root, corpus=True)["corpus_workloads"] == 0  # no shards
     assert "corpus_workloads" not in kernel_stats(root)  # only when asked
+
+
+def test_a_coverage_run_visits_first_the_families_that_bring_most_missing_workloads(
+        ) -> None:
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "tools" / "coverage_order.py"
+    spec = importlib.util.spec_from_file_location("coverage_order", path)
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    # b brings 3, then c only 1 of its 3 (a and e came with b), d nothing new: left out
+    missing = {"b": {"a", "e", "f"}, "c": {"a", "e", "g"}, "d": {"f"}, "z": set()}
+    assert tool.greedy_order(missing) == [("b", 3), ("c", 1)]

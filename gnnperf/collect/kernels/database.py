@@ -133,18 +133,39 @@ def corpus_workloads(folder: DatasetFolder) -> set[str]:
     ``default``-build graphs, which are stored as fusion left them (their structural hash
     is the workload id). Models measured only in scheduled builds (those over the
     ``default`` budget) are not counted: their graphs name scheduled kernels."""
+    return set().union(*corpus_workloads_by_family(folder).values())
+
+
+def corpus_workloads_by_family(folder: DatasetFolder) -> dict[str, set[str]]:
+    """:func:`corpus_workloads`, per corpus family (architecture): what visiting its
+    models can bring to the kernel dataset."""
     from gnnperf.zoo.corpus import PREFIX
 
     if not folder.shards.is_dir():
-        return set()
+        return {}
     # (no operator-graph ids needed: ``structural`` given, those lines are skipped)
-    wanted = {r["graph_id"] for r in latest_records(folder.shards, structural={})
-              if r["build"] == "default" and r["model"]["family"].startswith(PREFIX)}
-    out: set[str] = set()
-    for line in iter_lines(folder.shards, kinds=("graph",)) if wanted else ():
-        if line["graph_id"] in wanted:
-            out.update(n["struct_hash"] for n in line["graph"]["nodes"] if n["kind"] == "tir")
-    return out
+    families: dict[str, set[str]] = defaultdict(set)
+    for r in latest_records(folder.shards, structural={}):
+        if r["build"] == "default" and r["model"]["family"].startswith(PREFIX):
+            families[r["graph_id"]].add(r["model"]["family"])
+    out: dict[str, set[str]] = defaultdict(set)
+    for line in iter_lines(folder.shards, kinds=("graph",)) if families else ():
+        for family in families.get(line["graph_id"], ()):
+            out[family].update(n["struct_hash"] for n in line["graph"]["nodes"]
+                               if n["kind"] == "tir")
+    return dict(out)
+
+
+def workloads_drawn(root: str | os.PathLike[str] | DatasetFolder | None = None
+                    ) -> Counter[str]:
+    """Per workload, the most schedule seeds one hardware id drew (and timed every
+    distinct program of): its ``kernel_done`` lines."""
+    drawn: Counter[str] = Counter()
+    folder = _kernels_folder(root)
+    for o in iter_lines(folder, kinds=("kernel_done",)) if folder.exists() else ():
+        wid = o["key"].split("|", 1)[0]
+        drawn[wid] = max(drawn[wid], o.get("schedules_drawn", 0))
+    return drawn
 
 
 def _mean_run_s(rec: KernelRecordLine) -> float:
