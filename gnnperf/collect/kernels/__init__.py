@@ -15,6 +15,7 @@ in crash-safe shards under ``DIR/kernels``. :func:`export_database` writes a
 - :mod:`.workloads`: the distinct kernels of a lowered model, as MetaSchedule workloads;
 - :mod:`.collector`: sample, compile, time and store (resumable);
 - :mod:`.ordering`: which model to visit next when ``best-of`` records are the goal;
+- :mod:`.progress`: what a collector resumes from, read from the shards in one pass;
 - :mod:`.database`: read the shards back, export a MetaSchedule database, statistics;
 - :mod:`.noise`: the A/A re-measurements behind the kernel-time noise floor;
 - :mod:`.tuning`: one workload tuned by MetaSchedule's evolutionary search (``tuned:N``);

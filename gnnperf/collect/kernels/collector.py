@@ -31,6 +31,7 @@ from gnnperf.collect.kernels.ordering import (
     family_workloads,
     tuned_cost,
 )
+from gnnperf.collect.kernels.progress import UNCOMPILABLE, covers_tuned, read_progress
 from gnnperf.collect.kernels.workloads import (
     NOT_EXECUTED,
     Candidate,
@@ -51,7 +52,7 @@ from gnnperf.measure.local import FuncBatch, time_funcs
 from gnnperf.measure.reference import reference_library
 from gnnperf.measure.results import FuncTiming
 from gnnperf.store.folder import DatasetFolder
-from gnnperf.store.shards import ShardWriter, iter_lines
+from gnnperf.store.shards import ShardWriter
 
 #: schedules drawn per workload (MetaSchedule's design space, seeds 0..S-1)
 DEFAULT_SCHEDULES = BEST_OF_SCHEDULES
@@ -85,11 +86,6 @@ COMPILED_TOGETHER = 2
 #: seconds the model's own compile (to capture its kernels' inputs) may take, as
 #: ``gnnperf collect --compile-timeout``: LLVM took an hour on some audio front-ends
 COMPILE_TIMEOUT_S = 600.0
-#: a model's stage that fails for good: the lowered model does not compile (in time), so
-#: no input can be captured; kept apart from a workload's ``compile`` (its candidates)
-UNCOMPILABLE = "model-compile"
-
-
 @dataclass
 class _Drawn:
     """A workload's schedules, drawn and described, on their way to being compiled and
@@ -119,60 +115,6 @@ class _Drawn:
         self.features = [self.features[j] for j in kept]
 
 
-def _covers_tuned(line: dict[str, Any]) -> bool:
-    """Whether a line closing a (workload, hardware) pair covers it for a ``best-of`` build:
-    the pair was measured, or its kernel never runs (nothing to schedule)."""
-    return line["kind"] == "kernel_done" or line["stage"] == NOT_EXECUTED
-
-
-@dataclass
-class _Progress:
-    """What a collector resumes from (:func:`_progress`)."""
-
-    #: ``workload|hw_id`` pairs finished (measured, failed or never executed)
-    done: set[str] = field(default_factory=set)
-    #: the pairs that count as covered for a ``best-of`` build (measured, or never executed)
-    covered: set[str] = field(default_factory=set)
-    #: the workloads written: MetaSchedule's JSON of each
-    workloads: dict[str, Any] = field(default_factory=dict)
-    #: the (model, ISA) pairs written, with the workload ids of each
-    models: dict[tuple[str, str], set[str]] = field(default_factory=dict)
-    #: the (model, ISA) pairs whose lowered model did not compile, or not in time: the
-    #: same lowering fails the same way, so a restart does not spend the timeout again
-    uncompilable: set[tuple[str, str]] = field(default_factory=set)
-    #: per workload, the most schedule seeds one hardware id drew and timed (every
-    #: distinct program they gave)
-    drawn: dict[str, int] = field(default_factory=dict)
-    #: the workloads some model runs as a VM builtin, never as a kernel
-    not_executed: set[str] = field(default_factory=set)
-
-
-def _progress(folder: Path) -> _Progress:
-    """What a collector resumes from, in one pass over ``folder``'s shards."""
-    progress = _Progress()
-    done, covered = progress.done, progress.covered
-    kinds = ("kernel_done", "kernel_failure", "kernel_workload", "kernel_model",
-             "kernel_model_failure")
-    for o in iter_lines(folder, kinds=kinds) if folder.exists() else ():
-        if o["kind"] == "kernel_workload":
-            progress.workloads[o["workload_id"]] = o["ms_workload"]
-        elif o["kind"] == "kernel_model":
-            progress.models[(o["model_id"], o["isa"])] = set(o["kernels"].values())
-        elif o["kind"] == "kernel_model_failure":
-            if o["stage"] == UNCOMPILABLE:
-                progress.uncompilable.add((o["model_id"], o["isa"]))
-        else:
-            done.add(o["key"])
-            if _covers_tuned(o):
-                covered.add(o["key"])
-            wid = o["key"].split("|", 1)[0]
-            if o["kind"] == "kernel_done":
-                progress.drawn[wid] = max(progress.drawn.get(wid, 0), o.get("schedules_drawn", 0))
-            elif o["stage"] == NOT_EXECUTED:
-                progress.not_executed.add(wid)
-    return progress
-
-
 class KernelCollector:
     """Measures the workloads of zoo models into ``DIR/kernels`` (resumable)."""
 
@@ -198,7 +140,7 @@ class KernelCollector:
         self.isas: dict[str, list[int]] = {}
         for isa, threads in hw:
             self.isas.setdefault(isa, []).append(threads)
-        progress = _progress(self.folder)
+        progress = read_progress(self.folder)
         self.done, self.covered = progress.done, progress.covered
         self.workloads_written, self.models_written = progress.workloads, progress.models
         #: (model, ISA) pairs not to visit: their model did not compile (``retry_failed``
@@ -543,7 +485,7 @@ class KernelCollector:
         by the same rule :func:`_progress` reads back, as covered for a ``best-of`` build."""
         self.writer.append(line)
         self.done.add(line["key"])
-        if _covers_tuned(line):
+        if covers_tuned(line):
             self.covered.add(line["key"])
 
 
