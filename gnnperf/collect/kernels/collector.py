@@ -86,6 +86,8 @@ COMPILED_TOGETHER = 2
 #: seconds the model's own compile (to capture its kernels' inputs) may take, as
 #: ``gnnperf collect --compile-timeout``: LLVM took an hour on some audio front-ends
 COMPILE_TIMEOUT_S = 600.0
+
+
 @dataclass
 class _Drawn:
     """A workload's schedules, drawn and described, on their way to being compiled and
@@ -152,7 +154,8 @@ class KernelCollector:
         #: coverage run on a new CPU otherwise spends most of its time on workloads the
         #: dataset has: 53 of the 66 s of the first corpus model visited on the Intel
         #: guest. Drawn seeds, not distinct programs, decide: a third of the workloads
-        #: measured have one program in their whole design space (``schedules_sampled``).
+        #: measured have one program in their whole design space (``corpus_workloads_sampled``
+        #: in :func:`.database.kernel_stats`).
         self.skip = ({w for w, n in progress.drawn.items() if n >= COVERED_SCHEDULES}
                      | progress.not_executed if skip_covered else set())
         self.stored_funcs: dict[str, Any] = {}
@@ -206,7 +209,7 @@ class KernelCollector:
         for (isa, _), h in self.hw_specs.items():
             isa_hw_ids.setdefault(isa, []).append(h.hw_id)
         costs = {m: tuned_cost(m, {isa: ids for isa, ids in isa_hw_ids.items()
-                                   if isa in self._isas_to_visit(m)},
+                                   if (m, isa) not in self.uncompilable},
                                self.models_written, self.done, self.covered, tuned_done,
                                family_sizes, build=self.best_of, skip=self.skip)
                  for m in model_ids}
@@ -294,10 +297,8 @@ class KernelCollector:
             summary.tuned.skipped += finished[1]
             return
         onnx_model = None  # exported once for the kernels and the tuned records alike
-        for isa, threads_list in self.isas.items():
-            if (spec.model_id, isa) in self.uncompilable:
-                continue
-            hws = [self.hw(isa, t) for t in threads_list]
+        for isa in self._isas_to_visit(spec.model_id):
+            hws = [self.hw(isa, t) for t in self.isas[isa]]
             stage = "lower"
             try:
                 if onnx_model is None:
@@ -482,7 +483,8 @@ class KernelCollector:
 
     def _close_pair(self, line: dict[str, Any]) -> None:
         """Write the line that closes a (workload, hardware) pair and note it as done and,
-        by the same rule :func:`_progress` reads back, as covered for a ``best-of`` build."""
+        by the same rule :func:`.progress.read_progress` reads back, as covered for a
+        ``best-of`` build."""
         self.writer.append(line)
         self.done.add(line["key"])
         if covers_tuned(line):
@@ -517,9 +519,10 @@ def collect_kernels(out: str | Path, specs: Sequence[zoo.ModelSpec],
     measurements, and skips those with nothing left to do
     (:func:`.ordering.cheapest_tuned_first`).
 
-    ``skip_covered`` leaves out the workloads the dataset already covers on any hardware
-    id (:attr:`KernelCollector.skip`): a model with such a workload gets no ``best-of``
-    record here, so it is for extending the kernel dataset's coverage (issue 45).
+    ``skip_covered`` leaves out the workloads one hardware id already drew
+    ``COVERED_SCHEDULES`` seeds of (:attr:`KernelCollector.skip`): a model with such a
+    workload gets no ``best-of`` record here, so it is for extending the kernel
+    dataset's coverage (issue 45).
     ``retry_failed`` visits again the models whose own compile failed or timed out."""
     if order not in ORDERS:
         raise GnnperfError(f"--order must be one of {', '.join(ORDERS)}, got '{order}'")
