@@ -86,3 +86,28 @@ def test_only_a_checkpoint_that_learned_tuned_builds_predicts_them(
         warnings.simplefilter("ignore")
         (p,) = tuned_predictor.predict_graphs([(graph, hw)])
     assert p.build == "tuned:64" and math.isfinite(p.latency_ms) and p.latency_ms > 0
+
+
+def test_a_searched_build_needs_enough_training_records(
+        tuned_predictor: Predictor, hw: HardwareSpec) -> None:
+    """A budget seen in a handful of training records is refused, not predicted."""
+    import copy
+    import dataclasses
+
+    from gnnperf.estimators.gnn.predictor import MIN_SEARCHED_RECORDS
+
+    def told(counts: dict[str, int]) -> Predictor:
+        p = copy.copy(tuned_predictor)
+        p.checkpoint = dataclasses.replace(
+            tuned_predictor.checkpoint,
+            build_counts={**tuned_predictor.checkpoint.build_counts, **counts})
+        return p
+
+    few = told({"tuned:16": MIN_SEARCHED_RECORDS - 1})
+    assert few.trained_budgets() == [256]
+    assert any("tuned budget 64 is outside the trained 256..256" in r
+               for r in few.check_inputs(hw, "tuned:64"))
+    none = told({"tuned:16": 1, "tuned:256": MIN_SEARCHED_RECORDS - 1})
+    assert "tuned" not in none.learned_kinds
+    with pytest.raises(BuildConfigError, match="has not learned tuned:N builds"):
+        none.check_build("tuned:64")

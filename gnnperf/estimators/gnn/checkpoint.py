@@ -86,6 +86,8 @@ class Checkpoint:
     #: CPU signature ids of the v2 training records; None where the checkpoint cannot say
     hosts: list[str] | None
     metrics: dict[str, Any] = field(default_factory=dict)
+    #: training records per build (empty in checkpoints from before 2026-12-02)
+    build_counts: dict[str, int] = field(default_factory=dict)
     format: int = CHECKPOINT_FORMAT
 
     def save(self, path: str | os.PathLike[str]) -> Path:
@@ -147,6 +149,7 @@ class Checkpoint:
             hw_ranges=hw_ranges, gflop_ranges=payload.get("gflop_ranges", {}),
             builds=list(payload.get("builds", [])), isas=list(isas),
             hosts=list(hosts) if hosts is not None else None, metrics=metrics,
+            build_counts={str(b): int(n) for b, n in payload.get("build_counts", {}).items()},
             format=int(payload["format"]))
 
     def feature_columns(self, path: str | os.PathLike[str] = "") -> list[int] | None:

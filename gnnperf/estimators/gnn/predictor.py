@@ -36,6 +36,9 @@ from gnnperf.lowering.build_config import BuildConfig
 # distribution: on one CPU at one thread count the dataset's own medians span up to 1.67
 # (stream, 2 threads, Zen 4), and a small training set sees only a sliver of that drift.
 REFERENCE_STATE_MARGIN_LOG2 = 1.0
+#: training records a searched build (``best-of:S``, ``tuned:N``) needs before the
+#: checkpoint predicts it: the shipped one of 2026-12-02 trained on 11 ``tuned:64`` records
+MIN_SEARCHED_RECORDS = 20
 
 
 class Predictor:
@@ -71,13 +74,22 @@ class Predictor:
         return self.unseen_prior.log_spread(build, hw.threads)
 
     @property
+    def learned_builds(self) -> list[str]:
+        """The builds the checkpoint trained on; a searched one only with at least
+        :data:`MIN_SEARCHED_RECORDS` training records (where the checkpoint counted them):
+        a search's result learned from a handful of labels would be a guess."""
+        counts = self.checkpoint.build_counts
+        return [b for b in self.checkpoint.builds
+                if not counts or not BuildConfig.parse(b).searched
+                or counts.get(b, 0) >= MIN_SEARCHED_RECORDS]
+
+    @property
     def learned_kinds(self) -> set[str]:
-        """The build kinds the checkpoint trained on (one from before its build list was
+        """The build kinds the checkpoint learned (one from before its build list was
         stored: every kind but ``tuned``, which none of those learned)."""
-        builds = self.checkpoint.builds
-        if not builds:
+        if not self.checkpoint.builds:
             return {"default", "dlight", "sampled", "best-of"}
-        return {BuildConfig.parse(b).kind for b in builds}
+        return {BuildConfig.parse(b).kind for b in self.learned_builds}
 
     def check_build(self, build: str) -> str:
         """``build`` in its canonical form, or a one-line :class:`BuildConfigError` for a
@@ -96,7 +108,7 @@ class Predictor:
 
     def trained_budgets(self) -> list[int]:
         """The ``tuned:N`` budgets of the training records (empty: none learned)."""
-        return sorted({BuildConfig.parse(b).trials for b in self.checkpoint.builds
+        return sorted({BuildConfig.parse(b).trials for b in self.learned_builds
                        if BuildConfig.parse(b).kind == "tuned"})
 
     @property

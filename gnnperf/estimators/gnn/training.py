@@ -447,6 +447,7 @@ def save_checkpoint(result: TrainResult, cfg: TrainConfig, dataset: LatencyDatas
         hw_ranges=hw_ranges(dataset, train),
         gflop_ranges=gflop_ranges(dataset, train),
         builds=sorted({dataset[i].build for i in train}),
+        build_counts=dict(sorted(Counter(dataset[i].build for i in train).items())),
         isas=trained_isas(dataset, train),
         hosts=trained_cpu_ids(dataset, train),
         metrics=result.metrics,
