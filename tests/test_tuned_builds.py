@@ -107,6 +107,11 @@ def test_a_searched_build_needs_enough_training_records(
     assert few.trained_budgets() == [256]
     assert any("tuned budget 64 is outside the trained 256..256" in r
                for r in few.check_inputs(hw, "tuned:64"))
+    # a best-of:S seen a few times is out of distribution, as one never seen
+    rare = told({"best-of:8": MIN_SEARCHED_RECORDS - 1})
+    assert "best-of:8" in rare.checkpoint.builds and "best-of:8" not in rare.learned_builds
+    assert any("'best-of:8' is not among the builds this checkpoint learned" in r
+               for r in rare.check_inputs(hw, "best-of:8"))
     none = told({"tuned:16": 1, "tuned:256": MIN_SEARCHED_RECORDS - 1})
     assert "tuned" not in none.learned_kinds
     with pytest.raises(BuildConfigError, match="has not learned tuned:N builds"):

@@ -165,7 +165,7 @@ class Predictor:
             if value < lo - margin - 1e-6 or value > hi + margin + 1e-6:
                 reasons.append(f"hardware feature {name}={value:.3g} is outside the training "
                                f"range [{lo:.3g}, {hi:.3g}]")
-        builds = self.checkpoint.builds
+        builds = self.learned_builds
         config = BuildConfig.parse(build)
         budgets = self.trained_budgets()
         if config.kind == "tuned" and budgets:
@@ -176,7 +176,8 @@ class Predictor:
         elif builds and build not in builds and not (
             build.startswith("sampled:") and any(b.startswith("sampled:") for b in builds)
         ):
-            reasons.append(f"build '{build}' was not in the training data ({', '.join(builds)})")
+            reasons.append(f"build '{build}' is not among the builds this checkpoint learned "
+                           f"({', '.join(builds)})")
         return reasons
 
     def calibration(self, hw: HardwareSpec) -> Calibration | None:

@@ -430,6 +430,7 @@ def save_checkpoint(result: TrainResult, cfg: TrainConfig, dataset: LatencyDatas
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     train = result.indices["train"]
+    build_counts = Counter(dataset[i].build for i in train)
     Checkpoint(
         model_config=result.model.config.to_dict(),
         train_config=cfg.to_dict(),
@@ -446,8 +447,8 @@ def save_checkpoint(result: TrainResult, cfg: TrainConfig, dataset: LatencyDatas
         dataset_fingerprint=dataset.fingerprint,
         hw_ranges=hw_ranges(dataset, train),
         gflop_ranges=gflop_ranges(dataset, train),
-        builds=sorted({dataset[i].build for i in train}),
-        build_counts=dict(sorted(Counter(dataset[i].build for i in train).items())),
+        builds=sorted(build_counts),
+        build_counts=dict(sorted(build_counts.items())),
         isas=trained_isas(dataset, train),
         hosts=trained_cpu_ids(dataset, train),
         metrics=result.metrics,
