@@ -310,3 +310,25 @@ def test_reference_rounds_interleave_with_the_model_samples(transformer_onnx: Pa
         assert r["median_ms"] > 0 and r["cv"] >= 0
     assert Measurement.from_dict(m.to_dict()).reference == m.reference
     assert measure_library(lib, arrays, 2, settings=FAST).reference is None  # v1 still works
+
+
+def test_args_file_names_fit_a_file_system_and_stay_distinct() -> None:
+    from gnnperf.measure.kernels import args_file_name
+    assert args_file_name("fused_conv2d_add_relu") == "fused_conv2d_add_relu.npz"
+    stem = "fused_" + "expand_dims_" * 30
+    a, b = args_file_name(stem + "a"), args_file_name(stem + "b")
+    assert a != b
+    assert all(len(n.encode()) < 255 and n.endswith(".npz") for n in (a, b))
+
+
+def test_capture_saves_a_kernel_whose_name_is_too_long_for_a_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gnnperf.measure.kernels as kernels
+    long_name = "fused_" + "expand_dims_" * 25
+    calls = [(long_name, [np.ones(3, "float32")]), ("vm.builtin.alloc", [np.ones(1)])]
+    monkeypatch.setattr(kernels, "capture_kernel_calls", lambda lib, dev, arrays: iter(calls))
+    reply = kernels.serve_capture({"out": str(tmp_path / "args")}, None, None, [])
+    assert list(reply["kernels"]) == [long_name]
+    path = Path(reply["kernels"][long_name])
+    assert path.parent == tmp_path / "args" and path.exists()
+    np.testing.assert_array_equal(np.load(path)["arg0"], np.ones(3, "float32"))

@@ -17,6 +17,7 @@ side is :func:`gnnperf.measure.local.capture_kernel_inputs` and
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 from collections.abc import Callable, Mapping, Sequence
@@ -33,26 +34,41 @@ CANDIDATES_PER_ROUND = 4
 
 Guard = Callable[[Callable[[], list[float]]], tuple[list[float], float, int]]
 
+#: longest kernel name kept whole in its argument file's name: file systems cap a name
+#: at 255 bytes, and a fused chain of 20+ ``expand_dims`` (``tf-mamba``) passes that
+MAX_NAME_BYTES = 200
+
+
+def args_file_name(kernel: str) -> str:
+    """The file holding ``kernel``'s saved arguments: ``<kernel>.npz``, or for a name too
+    long for a file system, its first characters and a digest of the whole name."""
+    if len(kernel.encode()) <= MAX_NAME_BYTES:
+        return f"{kernel}.npz"
+    digest = hashlib.sha256(kernel.encode()).hexdigest()[:16]
+    return f"{kernel.encode()[:MAX_NAME_BYTES - 17].decode(errors='ignore')}-{digest}.npz"
+
 
 # -- worker side ----------------------------------------------------------------------------
 
 
 def serve_capture(req: Mapping[str, Any], lib: Any, dev: Any, arrays: Sequence[np.ndarray]
                   ) -> dict[str, Any]:
-    """Run the model once and save, per TIR kernel, its first call's arguments
-    (``<out>/<name>.npz``, arrays ``arg0..argN``); builtins are not kernels here."""
+    """Run the model once and save, per TIR kernel, its first call's arguments (arrays
+    ``arg0..argN``, in ``<out>/``:func:`args_file_name`); builtins are not kernels here.
+    Replies with each saved kernel's file, so the parent never rebuilds the name."""
     out = Path(req["out"])
     out.mkdir(parents=True, exist_ok=True)
-    saved: list[str] = []
+    saved: dict[str, str] = {}
     for name, args in capture_kernel_calls(lib, dev, arrays):
         if name.startswith("vm.builtin.") or name in saved:
             continue
         if not all(isinstance(a, np.ndarray) for a in args):
             continue  # scalar arguments (shape values): not a tensor kernel we can replay
-        tmp = out / f".{name}.tmp.npz"
+        path = out / args_file_name(name)
+        tmp = path.with_name(f".{path.stem}.tmp.npz")
         np.savez(tmp, **{f"arg{i}": a for i, a in enumerate(args)})
-        os.replace(tmp, out / f"{name}.npz")
-        saved.append(name)
+        os.replace(tmp, path)
+        saved[name] = str(path)
     return {"kernels": saved}
 
 

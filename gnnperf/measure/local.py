@@ -116,16 +116,16 @@ def _score(m: Measurement) -> float:
 
 def capture_kernel_inputs(lib_path: str | os.PathLike[str], arrays: Sequence[np.ndarray],
                           out_dir: str | os.PathLike[str], worker: MeasureWorker,
-                          settings: MeasureSettings | None = None) -> list[str]:
+                          settings: MeasureSettings | None = None) -> dict[str, Path]:
     """Save the argument tensors of each kernel of a compiled model (one instrumented
-    run in ``worker`` on ``arrays``) under ``out_dir``; returns the kernel names saved."""
+    run in ``worker`` on ``arrays``) under ``out_dir``; returns kernel name → its file."""
     settings = settings or MeasureSettings()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     reply = worker.request({"capture": True, "lib": str(Path(lib_path).resolve()),
                             "inputs": str(_write_inputs(arrays, out_dir).resolve()),
                             "out": str(out_dir.resolve())}, settings.timeout_s)
-    return list(reply["kernels"])
+    return {name: Path(path) for name, path in reply["kernels"].items()}
 
 
 @dataclass

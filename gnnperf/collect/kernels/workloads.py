@@ -62,9 +62,8 @@ def capture_inputs(spec: ModelSpec, lowered: LoweredModel, folder: Path, worker:
     an hour on the sampled schedules of some audio front-ends (``tf-hubert``), and a
     collector must record that and move on."""
     lib = compile_to_files(lowered, folder / "model.so", timeout_s=compile_timeout_s)
-    names = capture_kernel_inputs(lib, make_inputs(dict(spec.inputs), seed=spec.seed),
-                                  folder / "args", worker, settings)
-    return {name: folder / "args" / f"{name}.npz" for name in names}
+    return capture_kernel_inputs(lib, make_inputs(dict(spec.inputs), seed=spec.seed),
+                                 folder / "args", worker, settings)
 
 
 @dataclass
