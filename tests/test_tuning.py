@@ -257,3 +257,52 @@ def test_the_collector_tunes_each_executed_workload_once_resumes_and_extends(
     assert {b: float(d.x[0, budget]) for b, d in items.items()} == {"tuned:2": 1.0,
                                                                      "tuned:4": 2.0}
     assert all(bool(d.kernel_tuned.all()) for d in items.values())
+
+
+def test_the_tuning_collector_visits_first_the_models_whose_records_need_fewest_tunings(
+        tmp_path) -> None:  # noqa: ANN001
+    """``--order cheapest-tuned``: a model whose workloads are tuned already (or never run
+    as kernels) costs no search for its ``tuned:N`` record, so it comes before one with
+    workloads to tune; a model with a failed tuning can have no record and comes last; a
+    model with its record written and nothing to tune is dropped. Judged from the stored
+    ``kernel_model`` workloads, the stored runs and failures, without lowering anything."""
+    from gnnperf import zoo
+    from gnnperf.collect.kernels.progress import CollectorProgress
+    from gnnperf.collect.kernels.tuning import tuning_key
+    from gnnperf.collect.kernels.tuning_collector import TuningCollector
+    from gnnperf.collect.models import record_key
+    from gnnperf.errors import GnnperfError
+    from gnnperf.hardware.spec import HardwareSpec
+
+    isa = "x86-64-v3"
+    collector = TuningCollector(tmp_path, [(isa, 1)], 2)
+    try:
+        hw = collector.hw_specs[(isa, 1)] = HardwareSpec.local(isa, 1, measure=False)
+        specs = {f: zoo.sample_spec(f, 0) for f in ("vgg", "mixer", "resnet", "gpt", "bert")}
+        ids = {f: s.model_id for f, s in specs.items()}
+        collector.progress = CollectorProgress(
+            models={(ids["vgg"], isa): {"a", "b", "c"},   # b, c to tune
+                    (ids["mixer"], isa): {"a"},           # tuned, record to measure
+                    (ids["resnet"], isa): {"a"},          # tuned, record written
+                    (ids["gpt"], isa): {"a", "d"},        # d failed: no record can be made
+                    (ids["bert"], isa): {"a", "e"}},      # e is a VM builtin, never tuned
+            not_executed={"e"})
+        records = collector.record_collector(hw, 2)  # before the runs: an empty database
+        records.done.add(record_key(ids["resnet"], hw.record_hw_id, "tuned:2"))
+        tuned = TuningRun("a", hw.record_hw_id, 2, 0, None, [None, None], [1.0, 2.0], 0.0)
+        collector.stored = {tuned.key: tuned}
+        collector.failed = {f"{tuning_key('d', hw.record_hw_id, 2)}|2"}
+        costs = collector.costs(list(ids.values()))
+        assert (costs[ids["mixer"]].records, costs[ids["mixer"]].measure) == (1, 0)
+        assert (costs[ids["bert"]].records, costs[ids["bert"]].measure) == (1, 0)
+        assert (costs[ids["vgg"]].records, costs[ids["vgg"]].measure) == (1, 2)
+        assert (costs[ids["gpt"]].records, costs[ids["gpt"]].measure) == (0, 0)
+        order = collector.cheapest_tuned_first(list(specs.values()))
+        # gpt has nothing it could still do (its one failure blocks the record): dropped too
+        assert [s.model_id for s in order] == [ids["mixer"], ids["bert"], ids["vgg"]]
+    finally:
+        collector.close()
+    with pytest.raises(GnnperfError, match="--order must be one of"):
+        from gnnperf.collect.kernels import collect_tuning
+
+        collect_tuning(tmp_path, [], [(isa, 1)], 2, order="fastest")

@@ -167,7 +167,7 @@ def cmd_collect_tuning(args: argparse.Namespace) -> int:
         args.out, zoo_specs(args), parse_hw_list(args.hw), args.trials, seed=args.seed,
         settings=MeasureSettings.waiting_at_most(args.quiet_timeout, repeat=args.repeat,
                                                  **slowdown_override(args)),
-        max_minutes=args.max_minutes, retry_failed=args.retry_failed)
+        max_minutes=args.max_minutes, retry_failed=args.retry_failed, order=args.order)
     print(summary.line())
     return 1 if summary.all_failed else 0
 
@@ -367,11 +367,16 @@ def register_collect_kernels(sub: argparse._SubParsersAction) -> None:
                    help="time only workloads no hardware id has drawn 8 schedule seeds of "
                         "and timed yet (issue 45's coverage); models with such workloads "
                         "then get no whole-model best-of record here")
+    add_order_arg(p, "kernel measurements")
+    p.set_defaults(func=cmd_collect_kernels)
+
+
+def add_order_arg(p: argparse.ArgumentParser, costs: str) -> None:
+    """``--order``, the order a kernel or tuning collector visits the models in."""
     p.add_argument("--order", default="given", metavar="{given,cheapest-tuned}",
                    help="visit the models as listed, or next each time the one whose "
-                        "whole-model tuned records need the fewest kernel measurements "
-                        "(skipping models with nothing left to do)")
-    p.set_defaults(func=cmd_collect_kernels)
+                        f"whole-model tuned records need the fewest {costs} (skipping "
+                        "models with nothing left to do)")
 
 
 def register_collect_tuning(sub: argparse._SubParsersAction) -> None:
@@ -389,6 +394,7 @@ def register_collect_tuning(sub: argparse._SubParsersAction) -> None:
                    help="whole-model samples per tuned:N label")
     p.add_argument("--retry-failed", action="store_true",
                    help="measure again whole-model tuned:N records that failed")
+    add_order_arg(p, "workloads to tune")
     p.set_defaults(func=cmd_collect_tuning)
 
 

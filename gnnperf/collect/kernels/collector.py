@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any
 
 import tvm
 from tqdm import tqdm
@@ -26,10 +26,13 @@ from tqdm import tqdm
 from gnnperf import zoo
 from gnnperf.collect.kernels.database import COVERED_SCHEDULES, tuned_databases
 from gnnperf.collect.kernels.ordering import (
+    Order,
     TunedCost,
     cheapest_tuned_first,
+    check_order,
     family_workloads,
     tuned_cost,
+    visit_models,
 )
 from gnnperf.collect.kernels.progress import UNCOMPILABLE, covers_tuned, read_progress
 from gnnperf.collect.kernels.workloads import (
@@ -78,9 +81,6 @@ class KernelSummary(CollectSummary):
                 f"{self.tuned.line()}")
 
 
-#: the orders in which :func:`collect_kernels` can visit the models
-Order = Literal["given", "cheapest-tuned"]
-ORDERS: tuple[Order, ...] = get_args(Order)
 #: workloads whose candidate libraries compile at once (code generation uses one core)
 COMPILED_TOGETHER = 2
 #: seconds the model's own compile (to capture its kernels' inputs) may take, as
@@ -524,29 +524,21 @@ def collect_kernels(out: str | Path, specs: Sequence[zoo.ModelSpec],
     workload gets no ``best-of`` record here, so it is for extending the kernel
     dataset's coverage (issue 45).
     ``retry_failed`` visits again the models whose own compile failed or timed out."""
-    if order not in ORDERS:
-        raise GnnperfError(f"--order must be one of {', '.join(ORDERS)}, got '{order}'")
+    check_order(order)
     summary = KernelSummary()
     start = time.time()
     collector = KernelCollector(out, hw, schedules=schedules, settings=settings,
                                 max_unscheduled_gflop=max_unscheduled_gflop,
                                 compile_timeout_s=compile_timeout_s,
                                 skip_covered=skip_covered, retry_failed=retry_failed)
+
+    def visit(spec: zoo.ModelSpec) -> None:
+        collector.collect_model(spec, summary)
+        summary.seconds = time.time() - start
+
     try:
-        remaining = list(specs)
-        with tqdm(total=len(remaining), desc="kernels", unit="model",
-                  disable=not progress) as bar:
-            while remaining:
-                if max_minutes is not None and (time.time() - start) / 60 > max_minutes:
-                    break
-                if order == "cheapest-tuned":  # ranked again: the last visit changed costs
-                    remaining = collector.cheapest_tuned_first(remaining)
-                    bar.total = bar.n + len(remaining)
-                    if not remaining:
-                        break
-                collector.collect_model(remaining.pop(0), summary)
-                summary.seconds = time.time() - start
-                bar.update()
+        visit_models(specs, visit, max_minutes=max_minutes, progress=progress, desc="kernels",
+                     rank=collector.cheapest_tuned_first if order == "cheapest-tuned" else None)
     finally:
         collector.close()
     summary.seconds = time.time() - start

@@ -18,13 +18,28 @@ families (9-14 s for both thread counts on Zen 3) than the count does (11-32).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import median
+from typing import Literal, get_args
+
+from tqdm import tqdm
 
 from gnnperf import zoo
 from gnnperf.collect.models import record_key
+from gnnperf.errors import GnnperfError
 from gnnperf.lowering.build_config import BEST_OF_SCHEDULES
+
+#: the orders in which a collector can visit the models
+Order = Literal["given", "cheapest-tuned"]
+ORDERS: tuple[Order, ...] = get_args(Order)
+
+
+def check_order(order: str) -> None:
+    """A one-line error for an order no collector knows."""
+    if order not in ORDERS:
+        raise GnnperfError(f"--order must be one of {', '.join(ORDERS)}, got '{order}'")
 
 
 @dataclass(frozen=True)
@@ -116,3 +131,25 @@ def cheapest_tuned_first(specs: Sequence[zoo.ModelSpec],
 
     kept = [(i, s) for i, s in enumerate(specs) if not costs[s.model_id].nothing_left]
     return [spec for _, spec in sorted(kept, key=rank)]
+
+
+def visit_models(specs: Sequence[zoo.ModelSpec], visit: Callable[[zoo.ModelSpec], None], *,
+                 rank: Callable[[list[zoo.ModelSpec]], list[zoo.ModelSpec]] | None = None,
+                 max_minutes: float | None = None, progress: bool = True,
+                 desc: str = "models") -> None:
+    """Call ``visit`` on each of ``specs``, in the order given or, with ``rank``, ranked
+    again before each visit (the last visit changed what the others cost; ``rank`` drops
+    those with nothing left to do). Starts no visit after ``max_minutes``."""
+    start = time.time()
+    remaining = list(specs)
+    with tqdm(total=len(remaining), desc=desc, unit="model", disable=not progress) as bar:
+        while remaining:
+            if max_minutes is not None and (time.time() - start) / 60 > max_minutes:
+                break
+            if rank is not None:
+                remaining = rank(remaining)
+                bar.total = bar.n + len(remaining)
+                if not remaining:
+                    break
+            visit(remaining.pop(0))
+            bar.update()

@@ -16,6 +16,12 @@ each kernel's fastest trial of the first N (what ``MetaScheduleApplyDatabase`` a
 after ``static_shape_tuning`` at ``max_trials_per_task=N``) and measured under
 measurement v2, whole and per kernel, as a ``tuned:N`` record in ``DIR/shards``: for the
 collector's budget and each smaller one of :data:`.tuning.TUNING_BUDGETS` its runs hold.
+
+With ``order="cheapest-tuned"`` the models are visited, each time, fewest workloads still to
+tune per whole-model record first (:func:`.ordering.cheapest_tuned_first`, as the kernel
+collector's best-of records): a search costs about a minute per workload whatever the
+workload, and models share workloads, so the corpus's order spends hours on one large
+model while models whose kernels are tuned already wait for their record.
 """
 
 from __future__ import annotations
@@ -31,6 +37,16 @@ from tqdm import tqdm
 
 from gnnperf import zoo
 from gnnperf.collect.kernels.database import compose_database, runs_at, stored_tuning
+from gnnperf.collect.kernels.ordering import (
+    Order,
+    TunedCost,
+    cheapest_tuned_first,
+    check_order,
+    family_workloads,
+    tuned_cost,
+    visit_models,
+)
+from gnnperf.collect.kernels.progress import CollectorProgress, read_progress
 from gnnperf.collect.kernels.tuning import (
     STRATEGY,
     TRIALS_PER_ITERATION,
@@ -103,6 +119,9 @@ class TuningCollector:
         self.hw_specs: dict[tuple[str, int], HardwareSpec] = {}
         self.workers = WorkerPool()
         self.versions = package_versions()
+        #: the kernel dataset's models and their workloads, read at the first ranking and
+        #: kept current as models are lowered (:meth:`cheapest_tuned_first`)
+        self.progress: CollectorProgress | None = None
 
     def runs_at(self, hw: HardwareSpec, budget: int) -> dict[str, TuningRun]:
         """Per workload, the stored run of ``hw`` that holds its ``budget``-trial search."""
@@ -119,6 +138,45 @@ class TuningCollector:
         run = self.stored.get(key)
         return (run is None or not run.covers(self.trials)) \
             and f"{key}|{self.trials}" not in self.failed
+
+    def cheapest_tuned_first(self, specs: Sequence[zoo.ModelSpec]) -> list[zoo.ModelSpec]:
+        """``specs`` fewest workloads still to tune per whole-model ``tuned:N`` record
+        first, those with nothing left to do dropped (:func:`.ordering.cheapest_tuned_first`).
+
+        A model's workloads are those its ``kernel_model`` line in the kernel dataset
+        holds (the kernel collector stores one per lowered model); a model never lowered is
+        costed from its family (:func:`.ordering.family_workloads`)."""
+        if self.progress is None:
+            self.progress = read_progress(self.root.kernels)
+        costs = self.costs([s.model_id for s in specs])
+        return cheapest_tuned_first(specs, costs)
+
+    def costs(self, model_ids: Sequence[str]) -> dict[str, TunedCost]:
+        """What visiting each of ``model_ids`` buys at this collector's budget
+        (:func:`.ordering.tuned_cost`): a (workload, hardware id) pair is done once tuned
+        or failed, and covered once tuned; a workload the VM never runs as a kernel is
+        both (no build schedules it)."""
+        progress = self.progress or CollectorProgress()
+        hws = [self.hw(isa, t) for isa, threads in self.isas.items() for t in threads]
+        hw_ids = [h.record_hw_id for h in hws]
+        tuned = {f"{r.workload_id}|{r.hw_id}" for r in self.stored.values()
+                 if r.covers(self.trials)}
+        failed = set()
+        for entry in self.failed:
+            workload_id, hw_id, *_ = entry.split("|")
+            if entry == f"{tuning_key(workload_id, hw_id, self.trials)}|{self.trials}":
+                failed.add(f"{workload_id}|{hw_id}")
+        builtin = {f"{w}|{h}" for w in progress.not_executed for h in hw_ids}
+        records_done = set().union(
+            *(self.record_collector(h, self.trials).done for h in hws))
+        isa_hw_ids: dict[str, list[str]] = {}
+        for h in hws:
+            isa_hw_ids.setdefault(h.isa, []).append(h.record_hw_id)
+        sizes = family_workloads(progress.models)
+        build = str(BuildConfig("tuned", trials=self.trials))
+        return {m: tuned_cost(m, isa_hw_ids, progress.models, tuned | failed | builtin,
+                              tuned | builtin, records_done, sizes, build=build)
+                for m in model_ids}
 
     def close(self) -> None:
         self.workers.close()
@@ -160,6 +218,9 @@ class TuningCollector:
                 lowered = lower(import_to_relax(load_onnx(onnx_model)), hws[0].target(),
                                 "default")
                 workloads = model_workloads(lowered)
+                if self.progress is not None:
+                    self.progress.models[(spec.model_id, isa)] = {
+                        w.workload_id for w in workloads}
                 todo = [(w, h) for w in workloads for h in hws if self.needs(w, h)]
                 unmeasured = [(h, b) for h in hws for b in self.budgets
                               if self._records_missing(spec, h, b)]
@@ -171,6 +232,9 @@ class TuningCollector:
                     wait_for_quiet(self.settings.max_other_load, self.settings.quiet_timeout_s)
                     executed = capture_inputs(spec, lowered, Path(tmp),
                                               self.workers.get(hws[-1].threads), self.settings)
+                if self.progress is not None:
+                    self.progress.not_executed |= {w.workload_id for w in workloads
+                                                   if w.name not in executed}
                 stage = "tune"
                 for w, h in todo:
                     if w.name in executed:
@@ -225,23 +289,25 @@ class TuningCollector:
 def collect_tuning(out: str | Path, specs: Sequence[zoo.ModelSpec],
                    hw: Sequence[tuple[str, int]], trials: int, *, seed: int = 0,
                    settings: MeasureSettings | None = None, max_minutes: float | None = None,
-                   progress: bool = True, retry_failed: bool = False) -> TuningSummary:
+                   progress: bool = True, retry_failed: bool = False,
+                   order: Order = "given") -> TuningSummary:
     """Tune the workloads of ``specs`` at ``trials`` per workload on each of ``hw`` and
     measure each model whose kernels are all tuned as ``tuned:N`` builds
     (:func:`record_budgets`). Stops cleanly after ``max_minutes`` (the model in progress is
-    finished first)."""
+    finished first). ``order``: ``given``, or ``cheapest-tuned`` (the module's docstring)."""
+    check_order(order)
     summary = TuningSummary()
     start = time.time()
     collector = TuningCollector(out, hw, trials, seed=seed, settings=settings,
                                 retry_failed=retry_failed)
+
+    def visit(spec: zoo.ModelSpec) -> None:
+        collector.collect_model(spec, summary)
+        summary.seconds = time.time() - start
+
     try:
-        with tqdm(total=len(specs), desc="tuning", unit="model", disable=not progress) as bar:
-            for spec in specs:
-                if max_minutes is not None and (time.time() - start) / 60 > max_minutes:
-                    break
-                collector.collect_model(spec, summary)
-                summary.seconds = time.time() - start
-                bar.update()
+        visit_models(specs, visit, max_minutes=max_minutes, progress=progress, desc="tuning",
+                     rank=collector.cheapest_tuned_first if order == "cheapest-tuned" else None)
     finally:
         collector.close()
     summary.seconds = time.time() - start
