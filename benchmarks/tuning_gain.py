@@ -1,0 +1,78 @@
+"""What tuning buys, whole model (issue 47): each ``tuned:N`` record against the records of
+the same model on the same hardware id under every other build (``default``, ``sampled:0``,
+``best-of:S``, ``tuned:M``), as the median ratio *other / tuned:N* (above 1: tuning is
+faster), with what a search cost per workload there (``gnnperf dataset stats``'s
+``tuning``).
+
+    python benchmarks/tuning_gain.py --root datasets [--out benchmarks/tuning_gain.json]
+
+Only measured pairs count: a ratio needs both records of one (model, hardware id), taken
+under measurement v2 on that machine. Prints one line per (hardware id, tuned:N, other
+build) and writes the figures as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from gnnperf.atomic import write_text
+from gnnperf.collect.kernels.database import tuning_stats
+from gnnperf.store.folder import DatasetFolder
+from gnnperf.store.shards import latest_records
+
+
+def whole_model_ms(shards: Path) -> dict[tuple[str, str, str], float]:
+    """(model, hardware id, build) -> the whole-model median (ms) of each stored record."""
+    return {(r["model_id"], r["hw_id"], r["build"]): float(r["whole"]["median_ms"])
+            for r in latest_records(shards) if r.get("whole")}
+
+
+def gains(ms: dict[tuple[str, str, str], float]) -> list[dict[str, Any]]:
+    """Per (hardware id, ``tuned:N``, other build) with at least one model measured under
+    both: the models, and the median, least and greatest of other / tuned:N."""
+    pairs: dict[tuple[str, str, str], list[tuple[str, float]]] = defaultdict(list)
+    for (model, hw_id, build), tuned_ms in ms.items():
+        if not build.startswith("tuned:"):
+            continue
+        for (other_model, other_hw, other), other_ms in ms.items():
+            if (other_model, other_hw) == (model, hw_id) and other != build:
+                pairs[(hw_id, build, other)].append((model, other_ms / tuned_ms))
+    rows = []
+    for (hw_id, build, other), found in sorted(pairs.items()):
+        ratios = [r for _, r in found]
+        rows.append({"hw_id": hw_id, "tuned": build, "other": other, "models": len(found),
+                     "median_ratio": round(statistics.median(ratios), 4),
+                     "min_ratio": round(min(ratios), 4), "max_ratio": round(max(ratios), 4),
+                     "per_model": {m: round(r, 4) for m, r in sorted(found)}})
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--root", default="datasets", help="dataset folder")
+    parser.add_argument("--out", default="benchmarks/tuning_gain.json",
+                        help="where the figures go (JSON)")
+    args = parser.parse_args()
+    folder = DatasetFolder.resolve(args.root)
+    rows = gains(whole_model_ms(folder.shards))
+    for row in rows:
+        print(f"{row['hw_id']:<36} {row['other']:>10} / {row['tuned']:<9} "
+              f"median {row['median_ratio']:.2f}x  ({row['min_ratio']:.2f}-"
+              f"{row['max_ratio']:.2f}x, {row['models']} models)")
+    cost = tuning_stats(folder)
+    for hw_id, stats in cost.items():
+        for budget, entry in stats["by_budget"].items():
+            print(f"{hw_id:<36} tuning at {budget:>3} trials: {entry['workloads']} workloads, "
+                  f"{entry['minutes_per_workload']:.2f} min each")
+    write_text(Path(args.out), json.dumps({"gains": rows, "tuning_cost": cost},
+                                                 indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
