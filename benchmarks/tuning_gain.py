@@ -25,16 +25,16 @@ from pathlib import Path
 from typing import Any
 
 from gnnperf.atomic import write_text
-from gnnperf.collect.kernels.database import kernel_records, tuning_runs, tuning_stats
-from gnnperf.collect.kernels.tuning import TUNING_BUDGETS
+from gnnperf.collect.kernels.database import runs_at, tuning_runs, tuning_stats
+from gnnperf.collect.kernels.tuning import TUNING_BUDGETS, TuningRun
 from gnnperf.store.folder import DatasetFolder
-from gnnperf.store.shards import latest_records
+from gnnperf.store.shards import is_v2, iter_lines, latest_records
 
 
 def whole_model_ms(shards: Path) -> dict[tuple[str, str, str], float]:
     """(model, hardware id, build) -> the whole-model median (ms) of each stored record."""
     return {(r["model_id"], r["hw_id"], r["build"]): float(r["whole"]["median_ms"])
-            for r in latest_records(shards) if r.get("whole")}
+            for r in latest_records(shards) if r.get("whole") and is_v2(r)}
 
 
 def gains(ms: dict[tuple[str, str, str], float]) -> list[dict[str, Any]]:
@@ -61,26 +61,36 @@ def kernel_gains(folder: DatasetFolder, schedules: tuple[int, ...] = (8, 16)
                  ) -> list[dict[str, Any]]:
     """Per (hardware id, ``best-of:S``, ``tuned:N``): the median over workloads of the best
     of the first S sampled schedules (v2) over the N-trial search's best (its runner)."""
-    runs = {(r.workload_id, r.hw_id): r for r in tuning_runs(folder)}
+    by_hw: dict[str, list[TuningRun]] = defaultdict(list)
+    for run in tuning_runs(folder):
+        by_hw[run.hw_id].append(run)
+    # per (workload, hardware id, budget): the run holding that budget's search
+    held = {(w, hw_id, budget): run for hw_id, runs in by_hw.items()
+            for budget in TUNING_BUDGETS for w, run in runs_at(runs, budget).items()}
+    pairs = {(w, hw_id) for w, hw_id, _ in held}
     best: dict[tuple[str, str, int], float] = {}
     drawn: dict[tuple[str, str], int] = defaultdict(int)
-    for rec in kernel_records(folder):
-        pair = (rec["workload_id"], rec["hw_id"])
-        if pair not in runs or rec.get("schedule") != "sampled":
+    kinds = ("kernel_record", "kernel_done")
+    for line in iter_lines(folder.kernels, kinds=kinds) if folder.kernels.exists() else ():
+        pair = (line["key"].split("|")[0], line["key"].split("|")[1])
+        if pair not in pairs:
             continue
-        seeds = rec.get("seeds") or []
-        drawn[pair] = max(drawn[pair], max(seeds, default=-1) + 1)
-        for s in schedules:
-            if seeds and min(seeds) < s:
-                key = (*pair, s)
-                best[key] = min(best.get(key, float("inf")), rec["latency"]["median_ms"])
+        if line["kind"] == "kernel_done":
+            drawn[pair] = max(drawn[pair], line.get("schedules_drawn", 0))
+        elif line.get("schedule") == "sampled" and line.get("seeds"):
+            # lines older than ``schedules_drawn``: at least the highest seed timed
+            drawn[pair] = max(drawn[pair], max(line["seeds"]) + 1)
+            for s in schedules:
+                if min(line["seeds"]) < s:
+                    key = (*pair, s)
+                    best[key] = min(best.get(key, float("inf")), line["latency"]["median_ms"])
     ratios: dict[tuple[str, int, int], list[float]] = defaultdict(list)
     for (workload, hw_id, s), ms in best.items():
-        run = runs[(workload, hw_id)]
         if drawn[(workload, hw_id)] < s:
             continue
         for budget in TUNING_BUDGETS:
-            if run.covers(budget) and run.best_ms(budget) < float("inf"):
+            run = held.get((workload, hw_id, budget))
+            if run is not None and run.best_ms(budget) < float("inf"):
                 ratios[(hw_id, s, budget)].append(ms / run.best_ms(budget))
     return [{"hw_id": hw_id, "best_of": s, "tuned": f"tuned:{budget}", "workloads": len(r),
              "median_ratio": round(statistics.median(r), 4)}

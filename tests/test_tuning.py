@@ -302,6 +302,23 @@ def test_the_tuning_collector_visits_first_the_models_whose_records_need_fewest_
         assert [s.model_id for s in order] == [ids["mixer"], ids["bert"], ids["vgg"]]
     finally:
         collector.close()
+    # a 128-trial collector measures tuned:64 and tuned:128: a model is done with both only
+    longer = TuningCollector(tmp_path, [(isa, 1)], 128)
+    try:
+        hw = longer.hw_specs[(isa, 1)] = HardwareSpec.local(isa, 1, measure=False)
+        longer.progress = CollectorProgress(models={(ids["resnet"], isa): {"a"}})
+        for budget in (64, 128):
+            longer.record_collector(hw, budget)
+        run = TuningRun("a", hw.record_hw_id, 128, 0, None, [None] * 128, [1.0] * 128, 0.0)
+        longer.stored = {run.key: run}
+        longer.record_collector(hw, 128).done.add(
+            record_key(ids["resnet"], hw.record_hw_id, "tuned:128"))
+        assert longer.costs([ids["resnet"]])[ids["resnet"]].records == 1  # tuned:64 missing
+        longer.record_collector(hw, 64).done.add(
+            record_key(ids["resnet"], hw.record_hw_id, "tuned:64"))
+        assert longer.costs([ids["resnet"]])[ids["resnet"]].nothing_left
+    finally:
+        longer.close()
     with pytest.raises(GnnperfError, match="--order must be one of"):
         from gnnperf.collect.kernels import collect_tuning
 

@@ -537,7 +537,8 @@ def collect_kernels(out: str | Path, specs: Sequence[zoo.ModelSpec],
         summary.seconds = time.time() - start
 
     try:
-        visit_models(specs, visit, max_minutes=max_minutes, progress=progress, desc="kernels",
+        visit_models(specs, visit, max_minutes=max_minutes, start=start,
+                     progress=progress, desc="kernels",
                      rank=collector.cheapest_tuned_first if order == "cheapest-tuned" else None)
     finally:
         collector.close()

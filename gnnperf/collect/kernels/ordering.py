@@ -135,12 +135,13 @@ def cheapest_tuned_first(specs: Sequence[zoo.ModelSpec],
 
 def visit_models(specs: Sequence[zoo.ModelSpec], visit: Callable[[zoo.ModelSpec], None], *,
                  rank: Callable[[list[zoo.ModelSpec]], list[zoo.ModelSpec]] | None = None,
-                 max_minutes: float | None = None, progress: bool = True,
-                 desc: str = "models") -> None:
+                 max_minutes: float | None = None, start: float | None = None,
+                 progress: bool = True, desc: str = "models") -> None:
     """Call ``visit`` on each of ``specs``, in the order given or, with ``rank``, ranked
     again before each visit (the last visit changed what the others cost; ``rank`` drops
-    those with nothing left to do). Starts no visit after ``max_minutes``."""
-    start = time.time()
+    those with nothing left to do). Starts no visit ``max_minutes`` after ``start`` (the
+    run's start, reading the shards included; now if not given)."""
+    start = time.time() if start is None else start
     remaining = list(specs)
     with tqdm(total=len(remaining), desc=desc, unit="model", disable=not progress) as bar:
         while remaining:

@@ -167,13 +167,17 @@ class TuningCollector:
             if entry == f"{tuning_key(workload_id, hw_id, self.trials)}|{self.trials}":
                 failed.add(f"{workload_id}|{hw_id}")
         builtin = {f"{w}|{h}" for w in progress.not_executed for h in hw_ids}
-        records_done = set().union(
-            *(self.record_collector(h, self.trials).done for h in hws))
+        # a model's records are done once every budget the collector measures has one
+        build = str(BuildConfig("tuned", trials=self.trials))
+        records_done = set()
+        for h in hws:
+            per_budget = [{key.rsplit("|", 1)[0] for key in self.record_collector(h, b).done}
+                          for b in self.budgets]
+            records_done |= {f"{model_hw}|{build}" for model_hw in set.intersection(*per_budget)}
         isa_hw_ids: dict[str, list[str]] = {}
         for h in hws:
             isa_hw_ids.setdefault(h.isa, []).append(h.record_hw_id)
         sizes = family_workloads(progress.models)
-        build = str(BuildConfig("tuned", trials=self.trials))
         return {m: tuned_cost(m, isa_hw_ids, progress.models, tuned | failed | builtin,
                               tuned | builtin, records_done, sizes, build=build)
                 for m in model_ids}
@@ -306,7 +310,8 @@ def collect_tuning(out: str | Path, specs: Sequence[zoo.ModelSpec],
         summary.seconds = time.time() - start
 
     try:
-        visit_models(specs, visit, max_minutes=max_minutes, progress=progress, desc="tuning",
+        visit_models(specs, visit, max_minutes=max_minutes, start=start,
+                     progress=progress, desc="tuning",
                      rank=collector.cheapest_tuned_first if order == "cheapest-tuned" else None)
     finally:
         collector.close()
