@@ -40,13 +40,16 @@ def whole_model_ms(shards: Path) -> dict[tuple[str, str, str], float]:
 def gains(ms: dict[tuple[str, str, str], float]) -> list[dict[str, Any]]:
     """Per (hardware id, ``tuned:N``, other build) with at least one model measured under
     both: the models, and the median, least and greatest of other / tuned:N."""
+    by_model: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
+    for (model, hw_id, build), value in ms.items():
+        by_model[(model, hw_id)][build] = value
     pairs: dict[tuple[str, str, str], list[tuple[str, float]]] = defaultdict(list)
-    for (model, hw_id, build), tuned_ms in ms.items():
-        if not build.startswith("tuned:"):
-            continue
-        for (other_model, other_hw, other), other_ms in ms.items():
-            if (other_model, other_hw) == (model, hw_id) and other != build:
-                pairs[(hw_id, build, other)].append((model, other_ms / tuned_ms))
+    for (model, hw_id), builds in by_model.items():
+        for build, tuned_ms in builds.items():
+            if build.startswith("tuned:"):
+                for other, other_ms in builds.items():
+                    if other != build:
+                        pairs[(hw_id, build, other)].append((model, other_ms / tuned_ms))
     rows = []
     for (hw_id, build, other), found in sorted(pairs.items()):
         ratios = [r for _, r in found]
@@ -72,7 +75,8 @@ def kernel_gains(folder: DatasetFolder, schedules: tuple[int, ...] = (8, 16)
     drawn: dict[tuple[str, str], int] = defaultdict(int)
     kinds = ("kernel_record", "kernel_done")
     for line in iter_lines(folder.kernels, kinds=kinds) if folder.kernels.exists() else ():
-        pair = (line["key"].split("|")[0], line["key"].split("|")[1])
+        workload, hw_id = line["key"].split("|")[:2]
+        pair = (workload, hw_id)
         if pair not in pairs:
             continue
         if line["kind"] == "kernel_done":
@@ -118,9 +122,8 @@ def main() -> int:
         for budget, entry in stats["by_budget"].items():
             print(f"{hw_id:<36} tuning at {budget:>3} trials: {entry['workloads']} workloads, "
                   f"{entry['minutes_per_workload']:.2f} min each")
-    write_text(Path(args.out), json.dumps({"gains": rows, "per_kernel": per_kernel,
-                                             "tuning_cost": cost},
-                                                 indent=1) + "\n")
+    figures = {"gains": rows, "per_kernel": per_kernel, "tuning_cost": cost}
+    write_text(Path(args.out), json.dumps(figures, indent=1) + "\n")
     return 0
 
 

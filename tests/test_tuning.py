@@ -292,7 +292,7 @@ def test_the_tuning_collector_visits_first_the_models_whose_records_need_fewest_
         tuned = TuningRun("a", hw.record_hw_id, 2, 0, None, [None, None], [1.0, 2.0], 0.0)
         collector.stored = {tuned.key: tuned}
         collector.failed = {f"{tuning_key('d', hw.record_hw_id, 2)}|2"}
-        costs = collector.costs(list(ids.values()))
+        costs = collector.costs(list(specs.values()))
         assert (costs[ids["mixer"]].records, costs[ids["mixer"]].measure) == (1, 0)
         assert (costs[ids["bert"]].records, costs[ids["bert"]].measure) == (1, 0)
         assert (costs[ids["vgg"]].records, costs[ids["vgg"]].measure) == (1, 2)
@@ -313,10 +313,10 @@ def test_the_tuning_collector_visits_first_the_models_whose_records_need_fewest_
         longer.stored = {run.key: run}
         longer.record_collector(hw, 128).done.add(
             record_key(ids["resnet"], hw.record_hw_id, "tuned:128"))
-        assert longer.costs([ids["resnet"]])[ids["resnet"]].records == 1  # tuned:64 missing
+        assert longer.costs([specs["resnet"]])[ids["resnet"]].records == 1  # tuned:64 missing
         longer.record_collector(hw, 64).done.add(
             record_key(ids["resnet"], hw.record_hw_id, "tuned:64"))
-        assert longer.costs([ids["resnet"]])[ids["resnet"]].nothing_left
+        assert longer.costs([specs["resnet"]])[ids["resnet"]].nothing_left
     finally:
         longer.close()
     with pytest.raises(GnnperfError, match="--order must be one of"):

@@ -56,7 +56,7 @@ from gnnperf.collect.kernels.tuning import (
     tuning_key,
 )
 from gnnperf.collect.kernels.workloads import KernelWorkload, capture_inputs, model_workloads
-from gnnperf.collect.models import Collector, CollectSummary, package_versions
+from gnnperf.collect.models import Collector, CollectSummary, package_versions, record_key
 from gnnperf.errors import GnnperfError, one_line
 from gnnperf.frontend import import_to_relax, load_onnx
 from gnnperf.hardware.spec import HardwareSpec
@@ -134,10 +134,17 @@ class TuningCollector:
 
     def needs(self, w: KernelWorkload, hw: HardwareSpec) -> bool:
         """Whether ``w`` is still to be tuned on ``hw`` at this collector's budget."""
-        key = tuning_key(w.workload_id, hw.record_hw_id, self.trials)
-        run = self.stored.get(key)
-        return (run is None or not run.covers(self.trials)) \
-            and f"{key}|{self.trials}" not in self.failed
+        return not self._tuned(w.workload_id, hw.record_hw_id) \
+            and not self._failed(w.workload_id, hw.record_hw_id)
+
+    def _tuned(self, workload_id: str, hw_id: str) -> bool:
+        """Whether a stored run holds this collector's budget for the pair."""
+        run = self.stored.get(tuning_key(workload_id, hw_id, self.trials))
+        return run is not None and run.covers(self.trials)
+
+    def _failed(self, workload_id: str, hw_id: str) -> bool:
+        """Whether the pair's tuning failed at this collector's budget."""
+        return f"{tuning_key(workload_id, hw_id, self.trials)}|{self.trials}" in self.failed
 
     def cheapest_tuned_first(self, specs: Sequence[zoo.ModelSpec]) -> list[zoo.ModelSpec]:
         """``specs`` fewest workloads still to tune per whole-model ``tuned:N`` record
@@ -148,39 +155,32 @@ class TuningCollector:
         costed from its family (:func:`.ordering.family_workloads`)."""
         if self.progress is None:
             self.progress = read_progress(self.root.kernels)
-        costs = self.costs([s.model_id for s in specs])
-        return cheapest_tuned_first(specs, costs)
+        return cheapest_tuned_first(specs, self.costs(specs))
 
-    def costs(self, model_ids: Sequence[str]) -> dict[str, TunedCost]:
-        """What visiting each of ``model_ids`` buys at this collector's budget
+    def costs(self, specs: Sequence[zoo.ModelSpec]) -> dict[str, TunedCost]:
+        """What visiting each of ``specs`` buys at this collector's budget
         (:func:`.ordering.tuned_cost`): a (workload, hardware id) pair is done once tuned
         or failed, and covered once tuned; a workload the VM never runs as a kernel is
-        both (no build schedules it)."""
+        both (no build schedules it). A model's records are done once every budget the
+        collector measures has one."""
         progress = self.progress or CollectorProgress()
         hws = [self.hw(isa, t) for isa, threads in self.isas.items() for t in threads]
-        hw_ids = [h.record_hw_id for h in hws]
-        tuned = {f"{r.workload_id}|{r.hw_id}" for r in self.stored.values()
-                 if r.covers(self.trials)}
-        failed = set()
-        for entry in self.failed:
-            workload_id, hw_id, *_ = entry.split("|")
-            if entry == f"{tuning_key(workload_id, hw_id, self.trials)}|{self.trials}":
-                failed.add(f"{workload_id}|{hw_id}")
-        builtin = {f"{w}|{h}" for w in progress.not_executed for h in hw_ids}
-        # a model's records are done once every budget the collector measures has one
+        pairs = [(w, h.record_hw_id) for w in set().union(*progress.models.values())
+                 for h in hws]
+        tuned = {f"{w}|{h}" for w, h in pairs if self._tuned(w, h)}
+        failed = {f"{w}|{h}" for w, h in pairs if self._failed(w, h)}
+        builtin = {f"{w}|{h}" for w, h in pairs if w in progress.not_executed}
         build = str(BuildConfig("tuned", trials=self.trials))
-        records_done = set()
-        for h in hws:
-            per_budget = [{key.rsplit("|", 1)[0] for key in self.record_collector(h, b).done}
-                          for b in self.budgets]
-            records_done |= {f"{model_hw}|{build}" for model_hw in set.intersection(*per_budget)}
+        records_done = {record_key(s.model_id, h.record_hw_id, build) for s in specs for h in hws
+                        if not any(self._records_missing(s, h, b) for b in self.budgets)}
         isa_hw_ids: dict[str, list[str]] = {}
         for h in hws:
             isa_hw_ids.setdefault(h.isa, []).append(h.record_hw_id)
         sizes = family_workloads(progress.models)
-        return {m: tuned_cost(m, isa_hw_ids, progress.models, tuned | failed | builtin,
-                              tuned | builtin, records_done, sizes, build=build)
-                for m in model_ids}
+        return {s.model_id: tuned_cost(s.model_id, isa_hw_ids, progress.models,
+                                       tuned | failed | builtin, tuned | builtin,
+                                       records_done, sizes, build=build)
+                for s in specs}
 
     def close(self) -> None:
         self.workers.close()
