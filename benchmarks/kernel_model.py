@@ -19,12 +19,18 @@ Methods:
 - ``xgb-all-features``: XGBoost on every column the kernel model reads.
 
     python benchmarks/kernel_model.py [--root datasets] [--seeds 3] [--out FILE.json]
-        [--score val] [--anatomy]
+        [--score val] [--anatomy] [--tree-settings 0/1]
 
 ``--anatomy`` instead breaks ``xgb-all-features``' error on unseen workloads down (operator
 class, CPU, kernel time; workload bias against within-workload error) and sets it against
 what bounds it: the same learner on seen workloads and the kernel A/A floor
 (``kernel_error_anatomy.json``).
+
+``--tree-settings TEST/VAL`` instead compares settings of the kernel model's trees where
+the benchmark's headline is: on the workloads of unseen architectures. Test: every workload
+of held-out-architecture fold TEST's models (reported, never chosen on); validation: the
+workloads that only fold VAL's models have; training: the rest
+(``kernel_tree_settings.json``).
 
 ``--score val`` scores the validation workloads instead of the test ones: that is where a
 choice between the methods (a default of the shipped model) is made, never on test.
@@ -43,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from gnnperf.atomic import write_text
+from gnnperf.bench.splits import ARCHITECTURE_FOLDS
 from gnnperf.estimators.kernel import (
     KernelTable,
     KernelTrainConfig,
@@ -201,6 +208,108 @@ def anatomy(table: KernelTable, seed: int, on: str, root: str | None) -> dict[st
     }
 
 
+#: what ``--tree-settings`` sets against the shipped trees: overrides of their parameters,
+#: ``"roofline"`` (regress the log ratio to the roofline time, which is also a column),
+#: ``"no-metaschedule"`` (without MetaSchedule's PerStoreFeature columns) or
+#: ``"two-stage"`` (one set of trees for a workload's level, the mean log time of its
+#: schedules on one machine, and one for each schedule's offset from it, summed)
+TREE_SETTINGS: dict[str, dict[str, Any] | str] = {
+    "shipped": {},
+    "roofline": "roofline",
+    "no-metaschedule": "no-metaschedule",
+    "two-stage": "two-stage",
+    "max_depth 4": {"max_depth": 4},
+    "max_depth 8": {"max_depth": 8},
+    "min_child_weight 100": {"min_child_weight": 100},
+    "colsample_bytree 0.3": {"colsample_bytree": 0.3},
+    "lambda 10, alpha 1": {"lambda": 10, "alpha": 1},
+    "absolute error": {"objective": "reg:absoluteerror"},
+}
+
+
+def architecture_split(table: KernelTable, root: str | None, test_fold: int, val_fold: int
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(train, val, test) rows: test, every workload of held-out-architecture fold
+    ``test_fold``'s models (as ``gnnperf bench`` hides them); validation, the workloads only
+    fold ``val_fold``'s models have, so that a choice is made on unseen architectures too."""
+    from gnnperf.data.splits import architecture_fold
+    from gnnperf.estimators.kernel import workloads_of_models
+    from gnnperf.zoo.spec import ModelSpec
+
+    model_workloads = workloads_of_models(root)
+    fold = {m: architecture_fold(ModelSpec.family_of(m), ARCHITECTURE_FOLDS)
+            for m in model_workloads}
+
+    def union(folds: set[int | None], inside: bool) -> set[str]:
+        return set().union(*(w for m, w in model_workloads.items()
+                             if (fold[m] in folds) == inside))
+
+    test_w = union({test_fold}, True)
+    val_w = union({val_fold}, True) - union({test_fold, val_fold}, False) - test_w
+    test = np.flatnonzero(np.isin(table.workload, list(test_w)))
+    val = np.flatnonzero(np.isin(table.workload, list(val_w)))
+    return np.setdiff1d(np.arange(len(table)), np.concatenate([test, val])), val, test
+
+
+def workload_level(table: KernelTable) -> np.ndarray:
+    """Per row, its group's level: the mean log time of the group's sampled schedules (of
+    all its rows where it has none)."""
+    _, owner = np.unique(table.group, return_inverse=True)
+    sampled = (~table.unscheduled).astype(float)
+    count = np.bincount(owner, sampled)
+    mean_sampled = np.bincount(owner, table.log_ms * sampled) / np.maximum(count, 1)
+    mean_all = np.bincount(owner, table.log_ms) / np.bincount(owner)
+    return np.where(count > 0, mean_sampled, mean_all)[owner]
+
+
+def tree_settings(table: KernelTable, root: str | None, test_fold: int, val_fold: int
+                  ) -> dict[str, Any]:
+    """Each of :data:`TREE_SETTINGS` fitted on :func:`architecture_split`'s training rows,
+    early-stopped on its validation rows and scored on both: MAPE (all, scheduled,
+    unscheduled), within-workload Spearman and top-1 regret."""
+    train, val, test = architecture_split(table, root, test_fold, val_fold)
+    names = np.asarray(table.feature_names)
+    anchor = _roofline_log_ms(table)
+
+    def scored(pred: np.ndarray, rows: np.ndarray) -> dict[str, float]:
+        out = _scores(pred, table, rows)
+        for kind, mask in (("scheduled", ~table.unscheduled[rows]),
+                           ("unscheduled", table.unscheduled[rows])):
+            out[f"mape_{kind}"] = metrics(np.exp(pred[mask]),
+                                          np.exp(table.log_ms[rows][mask]))["mape"]
+        return out
+
+    report: dict[str, Any] = {
+        "rows": {"train": len(train), "val": len(val), "test": len(test)},
+        "workloads": {k: int(len(np.unique(table.workload[v])))
+                      for k, v in (("train", train), ("val", val), ("test", test))}}
+    level = workload_level(table)
+    for name, setting in TREE_SETTINGS.items():
+        x, offset, target, overrides = table.x, np.zeros(len(table)), table.log_ms, {}
+        if setting == "two-stage":  # the level's trees give the offset the others fit
+            level_trees = fit_booster(x, level.astype(np.float32), train, val, 0, n_jobs=2)
+            offset = booster_log_ms(level_trees, x).astype(float)
+            target = table.log_ms - level
+        elif setting == "roofline":
+            x = np.column_stack([table.x, anchor]).astype(np.float32)
+            offset, target = anchor, table.log_ms - anchor
+        elif setting == "no-metaschedule":
+            x = table.x[:, ~np.char.startswith(names, "ms_")]
+        else:
+            overrides = dict(setting)  # type: ignore[arg-type]
+        booster = fit_booster(x, target.astype(np.float32), train, val, 0, n_jobs=2,
+                              overrides=overrides)
+        report[name] = {
+            split: scored(booster_log_ms(booster, x[rows]).astype(float) + offset[rows], rows)
+            for split, rows in (("val", val), ("test", test))}
+        report[name]["rounds"] = int(booster.num_boosted_rounds())
+        print(f"{name:22s} " + "  ".join(
+            f"{split} MAPE {report[name][split]['mape']:.1f}% Spearman "
+            f"{report[name][split]['group_spearman']:.3f}" for split in ("val", "test")),
+            flush=True)
+    return report
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", default=None)
@@ -212,9 +321,23 @@ def main() -> None:
     parser.add_argument("--anatomy", action="store_true",
                         help="instead of comparing methods, say where xgb-all-features errs "
                              "(default --out: kernel_error_anatomy.json)")
+    parser.add_argument("--tree-settings", metavar="TEST/VAL",
+                        help="compare the trees' settings on unseen architectures: test on "
+                             "held-out-architecture fold TEST, choose on fold VAL "
+                             "(default --out: kernel_tree_settings.json)")
     args = parser.parse_args()
     on = args.score
     table = load_kernel_table(args.root)
+    if args.tree_settings:
+        test_fold, val_fold = (int(k) for k in args.tree_settings.split("/"))
+        out = args.out if args.out != parser.get_default("out") \
+            else args.out.with_name("kernel_tree_settings.json")
+        report = {"test_fold": test_fold, "val_fold": val_fold,
+                  "folds": ARCHITECTURE_FOLDS,
+                  **tree_settings(table, args.root, test_fold, val_fold)}
+        write_text(out, json.dumps(report, indent=1) + "\n")
+        print(f"report: {out}")
+        return
     if args.anatomy:
         out = args.out if args.out != parser.get_default("out") \
             else args.out.with_name("kernel_error_anatomy.json")

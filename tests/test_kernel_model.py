@@ -308,6 +308,21 @@ def test_the_tuned_offset_is_fitted_on_validation_and_scored(table: KernelTable)
     assert val["tuned_from_candidates"]["n"] == val["tuned"]["n"]
 
 
+def test_tree_settings_can_be_overridden_and_the_shipped_ones_stay_otherwise() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(200, 3)).astype(np.float32)
+    y = (x[:, 0] * x[:, 1] + np.sin(3 * x[:, 2])).astype(np.float32)
+    train, val = np.arange(150), np.arange(150, 200)
+    shipped = fit_booster(x, y, train, val, 0, max_rounds=40)
+    again = fit_booster(x, y, train, val, 0, max_rounds=40, overrides={})
+    stumps = fit_booster(x, y, train, val, 0, max_rounds=40, overrides={"max_depth": 1})
+    assert np.array_equal(shipped.inplace_predict(x), again.inplace_predict(x))
+    # stumps cannot fit the product term: they err more on their own training rows
+    fit_error = {name: float(np.mean((b.inplace_predict(x[train]) - y[train]) ** 2))
+                 for name, b in (("shipped", shipped), ("stumps", stumps))}
+    assert fit_error["stumps"] > 1.5 * fit_error["shipped"]
+
+
 def test_group_split_keeps_groups_whole() -> None:
     groups = np.repeat([f"w{i}" for i in range(20)], 3)
     train, val, test = group_split(groups, (0.2, 0.2), seed=1)

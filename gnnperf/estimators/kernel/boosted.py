@@ -40,13 +40,14 @@ def _threads(n_jobs: int | None) -> int:
 
 def fit_booster(x: np.ndarray, y: np.ndarray, train: np.ndarray, val: np.ndarray, seed: int,
                 max_rounds: int = MAX_ROUNDS, patience: int = EARLY_STOPPING_ROUNDS,
-                n_jobs: int | None = None) -> Any:
+                n_jobs: int | None = None, overrides: dict[str, Any] | None = None) -> Any:
     """Trees regressing ``y`` (log ms) on ``x``'s ``train`` rows, stopped after ``patience``
     rounds without a better validation error on ``val``'s and cut to their best round, so
-    that every later prediction uses exactly that many."""
+    that every later prediction uses exactly that many. ``overrides`` replace some of
+    :data:`BOOSTER_PARAMS` (what a benchmark compares them against)."""
     import xgboost
 
-    params = {**BOOSTER_PARAMS, "seed": seed, "nthread": _threads(n_jobs)}
+    params = {**BOOSTER_PARAMS, **(overrides or {}), "seed": seed, "nthread": _threads(n_jobs)}
     dtrain = xgboost.DMatrix(x[train], label=y[train])
     dval = xgboost.DMatrix(x[val], label=y[val])
     booster = xgboost.train(params, dtrain, num_boost_round=max_rounds,

@@ -1,0 +1,90 @@
+"""The held-out-architecture split fold by fold: README's headline table.
+
+``gnnperf bench`` reports a split's runs pooled (their mean); the held-out-architecture
+folds hold out different model types, so each fold is a separate generalisation figure
+and their spread says how much one fold can be trusted. This reads the runs a bench folder
+stores (``runs/*/held_out_architectures-K_5-seed0.json``) and scores each alone with the
+report's own code (:func:`gnnperf.bench.report.figures.summarise`): the GNN's MAPE overall
+and per build, Spearman, interval coverage, the ratio to the best learned additive method,
+the kernel model on the fold's unseen workloads, thread invariance and the MAPE per CPU.
+It chooses nothing.
+
+    python benchmarks/held_out_folds.py [benchmarks/held_out] [--out FILE.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from gnnperf.atomic import write_text
+from gnnperf.bench.methods import LEARNED_ADDITIVE
+from gnnperf.bench.report.figures import split_views, summarise
+from gnnperf.bench.results import SplitResult
+
+SPLIT = "held_out_architectures"
+BUILDS = ("default", "sampled", "best-of", "tuned")
+
+
+def fold_figures(result: SplitResult) -> dict[str, Any]:
+    """One fold's figures, as the report would give them were it the only run."""
+    entry = summarise(split_views([result]), {})[SPLIT]
+    methods = entry["methods"]
+    additive = {m: methods[m]["mape"] for m in LEARNED_ADDITIVE if m in methods}
+    best = min(additive, key=additive.__getitem__)
+    gnn = methods["gnn"]
+    kernel = entry.get("kernel_model_unseen") or {}
+    invariance = entry.get("thread_invariance") or {}
+    return {
+        "fold": result.run.holdout,
+        "models": int(gnn["models"]),
+        "gnn_mape": gnn["mape"],
+        "by_build": {b: {"mape": entry["by_build"][b]["gnn"]["mape"],
+                         "models": int(entry["by_build"][b]["gnn"]["models"])}
+                     for b in BUILDS if b in entry["by_build"]},
+        "spearman": gnn["spearman"],
+        "coverage": gnn["coverage"],
+        "best_additive": best,
+        "best_additive_mape": additive[best],
+        "ratio_to_best_additive": gnn["mape"] / additive[best],
+        "measured_kernel_sum_mape": methods["measured_kernel_sum"]["mape"],
+        "kernel_model_unseen": {k: kernel.get(k) for k in
+                                ("schedule_mape", "group_spearman", "workloads")},
+        "thread_invariance": {k: invariance.get(k) for k in ("groups", "within_share")},
+        "by_cpu": {cpu: {"mape": v["methods"]["gnn"]["mape"],
+                         "models": int(v["methods"]["gnn"]["models"])}
+                   for cpu, v in entry["by_cpu"].items()},
+        "minutes": result.minutes,
+        "provenance": result.provenance,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", type=Path, nargs="?", default=Path("benchmarks/held_out"))
+    parser.add_argument("--out", type=Path, default=None,
+                        help="JSON to write (default: FOLDER/folds.json)")
+    args = parser.parse_args()
+    paths = sorted(args.folder.glob(f"runs/*/{SPLIT}-*.json"))
+    if not paths:
+        raise SystemExit(f"no {SPLIT} runs under {args.folder}/runs")
+    folds = [fold_figures(SplitResult.from_dict(json.loads(p.read_text()))) for p in paths]
+    print(f"{'fold':5s} {'models':>6s} {'GNN':>6s} " + " ".join(f"{b:>8s}" for b in BUILDS)
+          + f" {'Spearman':>8s} {'cover':>6s} {'x add.':>6s} {'kernel':>7s} {'k.rho':>6s}")
+    for f in folds:
+        builds = " ".join(f"{f['by_build'][b]['mape']:8.1f}" if b in f["by_build"]
+                          else f"{'':8s}" for b in BUILDS)
+        kernel = f["kernel_model_unseen"]
+        print(f"{f['fold']:5s} {f['models']:6d} {f['gnn_mape']:6.1f} {builds} "
+              f"{f['spearman']:8.3f} {f['coverage']:6.1f} {f['ratio_to_best_additive']:6.3f} "
+              f"{kernel['schedule_mape'] or float('nan'):7.1f} "
+              f"{kernel['group_spearman'] or float('nan'):6.3f}")
+    out = args.out or args.folder / "folds.json"
+    write_text(out, json.dumps({"split": SPLIT, "folds": folds}, indent=1) + "\n")
+    print(f"written: {out}")
+
+
+if __name__ == "__main__":
+    main()
