@@ -232,6 +232,7 @@ def architecture_split(table: KernelTable, root: str | None, test_fold: int, val
     """(train, val, test) rows: test, every workload of held-out-architecture fold
     ``test_fold``'s models (as ``gnnperf bench`` hides them); validation, the workloads only
     fold ``val_fold``'s models have, so that a choice is made on unseen architectures too."""
+    from gnnperf.bench.methods import held_out_workloads
     from gnnperf.data.splits import architecture_fold
     from gnnperf.estimators.kernel import workloads_of_models
     from gnnperf.zoo.spec import ModelSpec
@@ -239,13 +240,11 @@ def architecture_split(table: KernelTable, root: str | None, test_fold: int, val
     model_workloads = workloads_of_models(root)
     fold = {m: architecture_fold(ModelSpec.family_of(m), ARCHITECTURE_FOLDS)
             for m in model_workloads}
-
-    def union(folds: set[int | None], inside: bool) -> set[str]:
-        return set().union(*(w for m, w in model_workloads.items()
-                             if (fold[m] in folds) == inside))
-
-    test_w = union({test_fold}, True)
-    val_w = union({val_fold}, True) - union({test_fold, val_fold}, False) - test_w
+    test_models = {m for m in fold if fold[m] == test_fold}
+    val_models = {m for m in fold if fold[m] == val_fold}
+    test_w = held_out_workloads(model_workloads, test_models, set())  # strict: all of them
+    val_w = held_out_workloads(model_workloads, val_models,
+                               set(fold) - test_models - val_models) - test_w
     test = np.flatnonzero(np.isin(table.workload, list(test_w)))
     val = np.flatnonzero(np.isin(table.workload, list(val_w)))
     return np.setdiff1d(np.arange(len(table)), np.concatenate([test, val])), val, test
