@@ -16,7 +16,13 @@ from torch_geometric.data import Batch
 from gnnperf.data import LatencyDataset
 from gnnperf.errors import BuildConfigError, CheckpointError, TrainingConfigError
 from gnnperf.estimators.gnn.checkpoint import CHECKPOINT_FORMAT, Checkpoint, feature_columns
-from gnnperf.estimators.gnn.network import EnsembleGNN, LatencyGNN, ModelConfig
+from gnnperf.estimators.gnn.network import (
+    OVERHEAD_LOG_MS,
+    OVERHEAD_LOG_SPAN,
+    EnsembleGNN,
+    LatencyGNN,
+    ModelConfig,
+)
 from gnnperf.estimators.gnn.predictor import Predictor
 from gnnperf.estimators.gnn.training import (
     TrainConfig,
@@ -85,6 +91,40 @@ def test_model_outputs_per_graph_and_per_node(small_root: Path) -> None:
     changed.x[:, -12:] += 5.0
     assert torch.allclose(blind(batch).mu, blind(changed).mu)
     assert not torch.allclose(model(batch).mu, model(changed).mu)
+
+
+def test_the_size_safe_head_holds_far_beyond_the_graph_sizes_it_saw(small_root: Path) -> None:
+    """n side-by-side copies of a model run n times its kernels: the size-safe head
+    predicts n times the time, and stays within its bounds of the kernel sum and the
+    per-kernel overheads whatever its weights. The older head (a sum pool and log n read
+    by an unbounded correction) does not: an unrolled RWKV of 6,168 kernels, 22x the
+    largest training graph, was predicted e^9.5 times its kernel sum."""
+    ds = LatencyDataset(small_root)
+    one = ds[0]
+    big = Batch.from_data_list([one] * 200)
+    big.batch = torch.zeros_like(big.batch)  # the 200 copies as one graph (a disjoint union)
+    copies = math.log(200)
+
+    def build(size_safe: bool) -> LatencyGNN:
+        torch.manual_seed(0)
+        config = ModelConfig(in_dim=one.x.shape[1], hw_dim=12, hidden=16, layers=1,
+                             size_safe_head=size_safe, ratio_bound=0.5)
+        model = LatencyGNN(config)
+        for p in model.graph_head.parameters():  # weights far from any trained ones
+            p.data.mul_(20.0)
+        return model
+
+    safe, older = build(True), build(False)
+    with torch.no_grad():
+        assert abs(float(safe(big).mu - safe(one).mu) - copies) < 1e-3
+        assert abs(float(older(big).mu - older(one).mu) - copies) > 0.5
+        out = safe(big)
+        summed = float(safe.additive_weight) * LatencyGNN.log_sum_exp(
+            out.kernel_mu, torch.zeros(big.num_nodes, dtype=torch.long), 1)
+    overhead = math.log(big.num_nodes) + OVERHEAD_LOG_MS
+    low = float(summed) - 0.5
+    high = float(torch.logaddexp(summed + 0.5, torch.tensor(overhead + OVERHEAD_LOG_SPAN)))
+    assert low - 1e-4 <= float(out.mu) <= high + 1e-4
 
 
 def test_ensemble_adds_member_disagreement_to_its_spread(small_root: Path) -> None:

@@ -9,10 +9,10 @@ from typing import Any
 
 #: bump when a change to the methods or the splits changes what a stored run would hold,
 #: so stored runs of older code are never mixed into a report
-RESULTS_VERSION = 6  # 4: validation drawn per stratum (v2, rarest build kind); 5: residual
+RESULTS_VERSION = 7  # 4: validation drawn per stratum (v2, rarest build kind); 5: residual
 #: kernel head, intervals sized on v2 validation records by the split-conformal quantile;
 #: 6: GNN losses weighted by label noise, held-out runs score their kernel model on the
-#: workloads it never saw
+#: workloads it never saw; 7: the GNN's size-safe whole-model head
 
 
 @dataclass(frozen=True)

@@ -79,12 +79,16 @@ class TrainConfig:
     #: the per-kernel head corrects the kernel model's time rather than predicting its own
     #: (:class:`gnnperf.estimators.gnn.network.ModelConfig`); no effect without a kernel model
     kernel_residual: bool = True
+    #: the whole-model head that holds at any graph size
+    #: (:class:`gnnperf.estimators.gnn.network.ModelConfig`)
+    size_safe_head: bool = True
+    ratio_bound: float = 1.0
 
     def __post_init__(self) -> None:
         positive = {"epochs": self.epochs, "patience": self.patience,
                     "batch_size": self.batch_size, "hidden": self.hidden,
                     "layers": self.layers, "ensemble": self.ensemble, "lr": self.lr,
-                    "max_minutes": self.max_minutes}
+                    "max_minutes": self.max_minutes, "ratio_bound": self.ratio_bound}
         for name, value in positive.items():
             if not value > 0:
                 raise TrainingConfigError(f"{name} must be positive, got {value}")

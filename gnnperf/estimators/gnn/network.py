@@ -15,6 +15,13 @@ Design (why each piece is there):
 - **Whole-model head.** Log-latency is regressed directly from the readout (not a
   sum of node outputs), with a second output for the log of its standard deviation,
   which gives the prediction interval.
+- **A head that holds at any graph size** (``size_safe_head``). The model's time is
+  ``r · (kernel sum) + n · o``: ``r`` the bounded factor by which running together
+  changes the kernels' sum (e^±``ratio_bound``), ``o`` a bounded per-kernel overhead
+  (the VM's dispatch), ``n`` the kernel count, entering multiplicatively as physics
+  has it. Both are read from size-independent (mean, max, attention) pooling. The
+  earlier head read a sum over nodes and ``log n`` as inputs, which extrapolate: an
+  unrolled RWKV of 6,168 kernels (training went to 283) got a correction of e^9.5.
 - **Anchored on the kernel model.** With ``kernel_residual``, a kernel's head predicts
   a correction to the kernel model's time (what running inside the model changes), so
   the per-kernel and summed estimates start from a model trained on ~60,000 measured
@@ -63,6 +70,12 @@ class ModelConfig:
     #: the per-kernel head predicts a correction to the kernel model's time where that
     #: describes the kernel (False: its own log time everywhere, as checkpoints before it)
     kernel_residual: bool = False
+    #: the whole-model head is ``r · kernel sum + n · o`` with bounded ``r`` and ``o`` read
+    #: from size-independent pooling (False: the unbounded correction read from a sum over
+    #: nodes, as checkpoints before it)
+    size_safe_head: bool = False
+    #: |log r| at most this (``size_safe_head``)
+    ratio_bound: float = 1.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -101,6 +114,17 @@ class GNNOutput:
     log_sigma: Tensor  # [graphs] log standard deviation of that prediction
     kernel_mu: Tensor  # [nodes] predicted log-ms per kernel
     correction: Tensor  # [graphs] the part of mu that is not the weighted kernel sum
+
+
+#: per-kernel overhead of the size-safe head, in log ms: centred on 5 µs (the relax VM's
+#: dispatch of one call is a few µs) and bounded within e^±3 of it (0.25–100 µs)
+OVERHEAD_LOG_MS = -5.3
+OVERHEAD_LOG_SPAN = 3.0
+
+
+def bounded(raw: Tensor, bound: float) -> Tensor:
+    """``raw`` squashed smoothly into (-bound, bound), the identity near 0."""
+    return bound * torch.tanh(raw / bound)
 
 
 def kernel_node_outputs(kernel_model: KernelCostModel, data: Data | Batch
@@ -146,7 +170,10 @@ class LatencyGNN(nn.Module):
         self.kernel_head = _mlp([2 * h, h, 1])
         self.attention_pool = AttentionalAggregation(gate_nn=_mlp([h, h // 2, 1]),
                                                      nn=_mlp([h, h]))
-        self.graph_head = _mlp([4 * h + 2 + (extra > 0), h, h // 2, 2], config.dropout)
+        pools = 3 if config.size_safe_head else 4  # the size-safe head reads no sum pool
+        outputs = 3 if config.size_safe_head else 2  # (ratio, overhead,) correction, spread
+        self.graph_head = _mlp([pools * h + 2 + (extra > 0), h, h // 2, outputs],
+                               config.dropout)
         self.additive_weight = nn.Parameter(torch.tensor(1.0))
 
     def train(self, mode: bool = True) -> LatencyGNN:
@@ -218,8 +245,10 @@ class LatencyGNN(nn.Module):
         log_kernel_sum = self.log_sum_exp(kernel_mu, batch, n_graphs)
         counts = scatter(torch.ones_like(kernel_mu), batch, dim=0, dim_size=n_graphs,
                          reduce="sum")
+        extensive = [] if self.config.size_safe_head else [
+            scatter(h, batch, dim=0, dim_size=n_graphs, reduce="sum") / 16.0]
         pooled = torch.cat([
-            scatter(h, batch, dim=0, dim_size=n_graphs, reduce="sum") / 16.0,
+            *extensive,
             scatter(h, batch, dim=0, dim_size=n_graphs, reduce="mean"),
             scatter(h, batch, dim=0, dim_size=n_graphs, reduce="max"),
             self.attention_pool(h, batch, dim_size=n_graphs),
@@ -228,9 +257,16 @@ class LatencyGNN(nn.Module):
             *additive,
         ], dim=-1)
         out = self.graph_head(pooled)
-        mu = self.additive_weight * log_kernel_sum + out[:, 0]
-        log_sigma = out[:, 1].clamp(-7.0, 3.0)
-        return GNNOutput(mu=mu, log_sigma=log_sigma, kernel_mu=kernel_mu, correction=out[:, 0])
+        log_sigma = out[:, -1].clamp(-7.0, 3.0)
+        summed = self.additive_weight * log_kernel_sum
+        if self.config.size_safe_head:
+            log_ratio = bounded(out[:, 0], self.config.ratio_bound)
+            log_overhead = OVERHEAD_LOG_MS + bounded(out[:, 1], OVERHEAD_LOG_SPAN)
+            mu = torch.logaddexp(summed + log_ratio, counts.log() + log_overhead)
+            return GNNOutput(mu=mu, log_sigma=log_sigma, kernel_mu=kernel_mu,
+                             correction=mu - summed)
+        return GNNOutput(mu=summed + out[:, 0], log_sigma=log_sigma, kernel_mu=kernel_mu,
+                         correction=out[:, 0])
 
 
 class EnsembleGNN(nn.Module):

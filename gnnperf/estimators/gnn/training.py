@@ -318,7 +318,8 @@ def train_model(dataset: LatencyDataset | Sequence[Data], cfg: TrainConfig,
                        hidden=cfg.hidden, layers=cfg.layers, dropout=cfg.dropout,
                        use_hw=cfg.use_hw, members=members,
                        kernel_model=kernel.cfg.to_dict() if kernel is not None else None,
-                       kernel_residual=cfg.kernel_residual and kernel is not None)
+                       kernel_residual=cfg.kernel_residual and kernel is not None,
+                       size_safe_head=cfg.size_safe_head, ratio_bound=cfg.ratio_bound)
     start = time.time()
     nets: list[LatencyGNN] = []
     history: list[dict[str, float]] = []
