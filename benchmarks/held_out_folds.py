@@ -7,7 +7,9 @@ stores (``runs/*/held_out_architectures-K_5-seed0.json``) and scores each alone 
 report's own code (:func:`gnnperf.bench.report.figures.summarise`): the GNN's MAPE overall
 and per build, Spearman, interval coverage, the ratio to the best learned additive method,
 the kernel model on the fold's unseen workloads, thread invariance and the MAPE per CPU.
-It chooses nothing.
+Runs of different code or data are stored in different ``runs/`` folders (named by the
+dataset's and the settings' fingerprints); each fold names its folder, so a fold re-run on
+newer code is a new row, never mixed with the old one. It chooses nothing.
 
     python benchmarks/held_out_folds.py [benchmarks/held_out] [--out FILE.json]
 """
@@ -28,8 +30,9 @@ SPLIT = "held_out_architectures"
 BUILDS = ("default", "sampled", "best-of", "tuned")
 
 
-def fold_figures(result: SplitResult) -> dict[str, Any]:
-    """One fold's figures, as the report would give them were it the only run."""
+def fold_figures(result: SplitResult, runs: str) -> dict[str, Any]:
+    """One fold's figures, as the report would give them were it the only run (``runs``:
+    the folder it is stored in)."""
     entry = summarise(split_views([result]), {})[SPLIT]
     methods = entry["methods"]
     additive = {m: methods[m]["mape"] for m in LEARNED_ADDITIVE if m in methods}
@@ -39,6 +42,7 @@ def fold_figures(result: SplitResult) -> dict[str, Any]:
     invariance = entry.get("thread_invariance") or {}
     return {
         "fold": result.run.holdout,
+        "runs": runs,
         "models": int(gnn["models"]),
         "gnn_mape": gnn["mape"],
         "by_build": {b: {"mape": entry["by_build"][b]["gnn"]["mape"],
@@ -70,14 +74,17 @@ def main() -> None:
     paths = sorted(args.folder.glob(f"runs/*/{SPLIT}-*.json"))
     if not paths:
         raise SystemExit(f"no {SPLIT} runs under {args.folder}/runs")
-    folds = [fold_figures(SplitResult.from_dict(json.loads(p.read_text()))) for p in paths]
-    print(f"{'fold':5s} {'models':>6s} {'GNN':>6s} " + " ".join(f"{b:>8s}" for b in BUILDS)
+    folds = [fold_figures(SplitResult.from_dict(json.loads(p.read_text())), p.parent.name)
+             for p in paths]
+    folds.sort(key=lambda f: (f["provenance"].get("finished", ""), f["fold"]))  # oldest first
+    print(f"{'runs':29s} {'fold':5s} {'models':>6s} {'GNN':>6s} "
+          + " ".join(f"{b:>8s}" for b in BUILDS)
           + f" {'Spearman':>8s} {'cover':>6s} {'x add.':>6s} {'kernel':>7s} {'k.rho':>6s}")
     for f in folds:
         builds = " ".join(f"{f['by_build'][b]['mape']:8.1f}" if b in f["by_build"]
                           else f"{'':8s}" for b in BUILDS)
         kernel = f["kernel_model_unseen"]
-        print(f"{f['fold']:5s} {f['models']:6d} {f['gnn_mape']:6.1f} {builds} "
+        print(f"{f['runs']:29s} {f['fold']:5s} {f['models']:6d} {f['gnn_mape']:6.1f} {builds} "
               f"{f['spearman']:8.3f} {f['coverage']:6.1f} {f['ratio_to_best_additive']:6.3f} "
               f"{kernel['schedule_mape'] or float('nan'):7.1f} "
               f"{kernel['group_spearman'] or float('nan'):6.3f}")
