@@ -214,6 +214,12 @@ def test_out_of_distribution_hardware_warns(trained: Path) -> None:
     assert any("GFLOP" in r for r in predictor.check_inputs(spec, "sampled:0", gflop=hi * 10))
     # another seed of the sampled build is checked against the same range
     assert any("GFLOP" in r for r in predictor.check_inputs(spec, "sampled:7", gflop=hi * 10))
+    # a graph of far more kernels than any training graph: the head holds there by
+    # construction, the kernels' own estimates may not
+    fewest, most = predictor.checkpoint.kernel_counts
+    assert predictor.check_inputs(spec, "sampled:0", kernels=most) == []
+    assert any(f"{most * 20} kernels" in r for r in predictor.check_inputs(
+        spec, "sampled:0", kernels=most * 20))
 
 
 def test_out_of_distribution_warning_is_raised(trained: Path, cnn_onnx: Path) -> None:

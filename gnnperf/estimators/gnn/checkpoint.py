@@ -88,6 +88,8 @@ class Checkpoint:
     metrics: dict[str, Any] = field(default_factory=dict)
     #: training records per build (empty in checkpoints from before 2026-12-02)
     build_counts: dict[str, int] = field(default_factory=dict)
+    #: the fewest and most kernels of a training graph (None before 2026-12-05)
+    kernel_counts: list[int] | None = None
     format: int = CHECKPOINT_FORMAT
 
     def save(self, path: str | os.PathLike[str]) -> Path:
@@ -150,6 +152,7 @@ class Checkpoint:
             builds=list(payload.get("builds", [])), isas=list(isas),
             hosts=list(hosts) if hosts is not None else None, metrics=metrics,
             build_counts={str(b): int(n) for b, n in payload.get("build_counts", {}).items()},
+            kernel_counts=payload.get("kernel_counts"),
             format=int(payload["format"]))
 
     def feature_columns(self, path: str | os.PathLike[str] = "") -> list[int] | None:

@@ -132,10 +132,14 @@ class Predictor:
             spec = with_reference_figures(spec)
         return spec
 
-    def check_inputs(self, hw: HardwareSpec, build: str, gflop: float | None = None
-                     ) -> list[str]:
+    def check_inputs(self, hw: HardwareSpec, build: str, gflop: float | None = None,
+                     kernels: int | None = None) -> list[str]:
         """Reasons why a prediction may be unreliable (empty when in distribution)."""
         reasons = []
+        counts = self.checkpoint.kernel_counts
+        if kernels is not None and counts and not counts[0] / 4 <= kernels <= counts[1] * 4:
+            reasons.append(f"the model's {kernels} kernels are far outside the "
+                           f"{counts[0]}..{counts[1]} kernels of the training models")
         ranges = self.checkpoint.gflop_ranges
         # older checkpoints keyed the ranges by the full build string
         seen = ranges.get(BuildConfig.parse(build).kind) or ranges.get(build)
@@ -219,7 +223,8 @@ class Predictor:
                 sigma = math.hypot(sigma, spread)
                 unseen = self.unseen_prior.line(spread)
             low, high = interval_ms(mu, sigma)
-            reasons = self.check_inputs(hw, graph.build, graph.total_flops / 1e9)
+            reasons = self.check_inputs(hw, graph.build, graph.total_flops / 1e9,
+                                        len(graph.nodes))
             for reason in reasons:
                 warnings.warn(reason, OutOfDistributionWarning, stacklevel=3)
             results.append(Prediction(

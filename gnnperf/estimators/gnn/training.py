@@ -410,6 +410,12 @@ def gflop_ranges(dataset: LatencyDataset, indices: list[int]) -> dict[str, list[
     return out
 
 
+def kernel_counts(dataset: LatencyDataset, indices: list[int]) -> list[int]:
+    """The fewest and most kernels of a training graph (for warnings)."""
+    sizes = [dataset[i].num_nodes for i in indices]
+    return [min(sizes), max(sizes)]
+
+
 def trained_isas(dataset: LatencyDataset, indices: list[int]) -> list[str]:
     """The ISAs of the training hardware, oldest first (``local`` predictions pick from them)."""
     col = len(HW_FEATURE_NAMES) - HW_FEATURE_NAMES.index("isa_level")
@@ -448,6 +454,7 @@ def save_checkpoint(result: TrainResult, cfg: TrainConfig, dataset: LatencyDatas
         dataset_fingerprint=dataset.fingerprint,
         hw_ranges=hw_ranges(dataset, train),
         gflop_ranges=gflop_ranges(dataset, train),
+        kernel_counts=kernel_counts(dataset, train),
         builds=sorted(build_counts),
         build_counts=dict(sorted(build_counts.items())),
         isas=trained_isas(dataset, train),
