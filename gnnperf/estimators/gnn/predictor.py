@@ -137,13 +137,13 @@ class Predictor:
         """Reasons why a prediction may be unreliable (empty when in distribution)."""
         reasons = []
         counts = self.checkpoint.kernel_counts
-        if kernels is not None and counts and not counts[0] / 4 <= kernels <= counts[1] * 4:
+        if kernels is not None and counts and far_outside(kernels, counts):
             reasons.append(f"the model's {kernels} kernels are far outside the "
                            f"{counts[0]}..{counts[1]} kernels of the training models")
         ranges = self.checkpoint.gflop_ranges
         # older checkpoints keyed the ranges by the full build string
         seen = ranges.get(BuildConfig.parse(build).kind) or ranges.get(build)
-        if gflop is not None and seen and not seen[0] / 4 <= gflop <= seen[1] * 4:
+        if gflop is not None and seen and far_outside(gflop, seen):
             reasons.append(f"the model's {gflop:.3g} GFLOP is far outside the "
                            f"{seen[0]:.3g}..{seen[1]:.3g} GFLOP of the '{build}' training models")
         isas = self.trained_isas
@@ -242,6 +242,12 @@ class Predictor:
                 unseen_cpu=unseen,
             ))
         return results
+
+
+def far_outside(value: float, seen: Sequence[float], factor: float = 4.0) -> bool:
+    """Whether ``value`` lies over ``factor`` times beyond the training range ``seen``
+    ([lo, hi]) of a size (GFLOP, kernels) on either side."""
+    return not seen[0] / factor <= value <= seen[1] * factor
 
 
 @lru_cache(maxsize=4)
