@@ -54,8 +54,10 @@ def fold_figures(result: SplitResult, runs: str) -> dict[str, Any]:
         "best_additive_mape": additive[best],
         "ratio_to_best_additive": gnn["mape"] / additive[best],
         "measured_kernel_sum_mape": methods["measured_kernel_sum"]["mape"],
-        "kernel_model_unseen": {k: kernel.get(k) for k in
-                                ("schedule_mape", "group_spearman", "workloads")},
+        "kernel_model_unseen": {**{k: kernel.get(k) for k in
+                                   ("schedule_mape", "group_spearman", "workloads")},
+                                "by_cpu": {c: {k: v[k] for k in ("schedule_mape", "schedules")}
+                                           for c, v in kernel.get("by_cpu", {}).items()}},
         "thread_invariance": {k: invariance.get(k) for k in ("groups", "within_share")},
         "by_cpu": {cpu: {"mape": v["methods"]["gnn"]["mape"],
                          "models": int(v["methods"]["gnn"]["models"])}

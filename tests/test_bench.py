@@ -652,8 +652,10 @@ def test_a_held_out_architecture_run_scores_its_kernel_model_on_the_workloads_it
     rng = np.random.default_rng(0)
     workloads = [f"w{i}" for i in range(14) for _ in range(5)]
     x = rng.normal(size=(len(workloads), 6)).astype(np.float32)
+    # even workloads timed on CPU c, odd ones on CPU d
+    hw = [f"{'cd'[int(w[1:]) % 2]}/x86-64-v3/1t" for w in workloads]
     table = KernelTable(x=x, log_ms=x @ np.linspace(0.2, 1.0, 6) + 1.0,
-                        workload=np.array(workloads), hw_id=np.array(["c/x86-64-v3/1t"] * 70),
+                        workload=np.array(workloads), hw_id=np.array(hw),
                         unscheduled=np.array([i % 5 == 0 for i in range(70)]),
                         feature_names=[f"f{i}" for i in range(6)])
     model_workloads = {"test": {"w0", "w1"}, "train": {"w1", "w2"}}
@@ -678,12 +680,22 @@ def test_a_held_out_architecture_run_scores_its_kernel_model_on_the_workloads_it
     assert strict.unseen["workloads"] == 2 and strict.unseen["schedules"] == 10
     assert strict.unseen["ranked_groups"] == 2 and -1 <= strict.unseen["group_spearman"] <= 1
     assert 0 <= strict.unseen["schedule_mape"] < math.inf
+    # and per CPU, each CPU's figures over its own rows, which make up the whole
+    by_cpu = strict.unseen["by_cpu"]
+    assert set(by_cpu) == {"c", "d"}
+    assert [by_cpu[c]["schedules"] for c in "cd"] == [5, 5]
+    assert [by_cpu[c]["workloads"] for c in "cd"] == [1, 1]
+    assert strict.unseen["schedule_mape"] == pytest.approx(
+        (by_cpu["c"]["schedule_mape"] + by_cpu["d"]["schedule_mape"]) / 2)
 
     # the report pools the runs' figures (weighted by schedules) and checks the targets
     runs = [_result([1.0], {"gnn": [1.0]}, key="held_out_architectures", holdout=f"{k}/3")
             for k in range(3)]
     runs[0].kernel_model_unseen = {"schedules": 30, "workloads": 3, "schedule_mape": 20.0,
-                                   "group_spearman": 0.9, "ranked_groups": 3}
+                                   "group_spearman": 0.9, "ranked_groups": 3,
+                                   "by_cpu": {"c": {"schedules": 30, "workloads": 3,
+                                                    "schedule_mape": 20.0,
+                                                    "group_spearman": 0.9, "ranked_groups": 3}}}
     runs[1].kernel_model_unseen = {"schedules": 10, "workloads": 1, "schedule_mape": 60.0,
                                    "group_spearman": 0.6, "ranked_groups": 1}
     # a run whose unseen workloads had no schedules to rank counts for the MAPE only
@@ -693,6 +705,9 @@ def test_a_held_out_architecture_run_scores_its_kernel_model_on_the_workloads_it
     pooled = splits["held_out_architectures"]["kernel_model_unseen"]
     assert pooled["schedule_mape"] == pytest.approx(30.0)
     assert pooled["group_spearman"] == pytest.approx(0.825)
+    # runs stored before the per-CPU figures pool without them
+    assert pooled["by_cpu"] == {"c": {"schedules": 30, "workloads": 3, "schedule_mape": 20.0,
+                                      "group_spearman": 0.9}}
     got = {t["target"]: t["met"] for t in targets(splits) if "kernel model" in t["target"]}
     assert got == {"kernel model on unseen workloads: per-schedule MAPE <= 25%": False,
                    "kernel model on unseen workloads: within-workload Spearman >= 0.8": True}

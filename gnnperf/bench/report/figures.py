@@ -239,10 +239,22 @@ def kernel_model_unseen(view: View) -> dict[str, Any] | None:
     parts = [r.kernel_model_unseen for r, _, _ in view if r.kernel_model_unseen]
     if not parts:
         return None
+    out = {"runs": len(parts), **_pooled_kernel_figures(parts)}
+    cpus = sorted({c for p in parts for c in p.get("by_cpu", {})})  # runs since 2026-12-05
+    if cpus:
+        out["by_cpu"] = {c: _pooled_kernel_figures([p["by_cpu"][c] for p in parts
+                                                    if c in p.get("by_cpu", {})])
+                         for c in cpus}
+    return out
+
+
+def _pooled_kernel_figures(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Kernel-model figures of several runs as one: MAPE weighted by schedules, Spearman
+    by the groups each ranked."""
     schedules = sum(p["schedules"] for p in parts)
     ranked = [p for p in parts if p["ranked_groups"] and p["group_spearman"] is not None]
     groups = sum(p["ranked_groups"] for p in ranked)
-    return {"runs": len(parts), "schedules": schedules,
+    return {"schedules": schedules,
             "workloads": sum(p["workloads"] for p in parts),
             "schedule_mape": sum(p["schedule_mape"] * p["schedules"] for p in parts) / schedules,
             "group_spearman": (sum(p["group_spearman"] * p["ranked_groups"] for p in ranked)

@@ -71,7 +71,9 @@ def markdown(report: dict[str, Any]) -> str:
                           f"{k['workloads']} workloads): per-schedule MAPE "
                           f"{k['schedule_mape']:.1f}%, within-workload Spearman (each "
                           f"workload's schedules on one hardware setting) "
-                          + (f"{rho:.3f}." if rho is not None else "n/a.")]
+                          + (f"{rho:.3f}." if rho is not None else "n/a.")
+                          + "".join(f" On {cpu}: {c['schedule_mape']:.1f}% over {c['schedules']} "
+                                    f"schedules." for cpu, c in k.get("by_cpu", {}).items())]
         if "thread_invariance" in entry:
             t = entry["thread_invariance"]
             tol = f"{THREAD_INVARIANCE_TOLERANCE:.0%}"
