@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import json
 import sys
 from collections.abc import Iterator
@@ -141,8 +142,9 @@ def _scores(pred: np.ndarray, data: dict[str, np.ndarray], rows: np.ndarray,
 
 
 def compare(data: dict[str, np.ndarray], root: str, seeds: int, folds: list[int]
-            ) -> dict[str, Any]:
-    """Base columns against base + store aggregates, per split, on validation and test."""
+            ) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Base columns against base + store aggregates, per split (each yielded as it is
+    done), on validation and test."""
     group = np.char.add(np.char.add(data["workload"], "|"), data["hw_id"])
     splits = {f"random workloads, seed {s}": (s, group_split(data["workload"], (0.15, 0.15), s))
               for s in range(seeds)}
@@ -158,23 +160,22 @@ def compare(data: dict[str, np.ndarray], root: str, seeds: int, folds: list[int]
             0, architecture_split(_Rows(), root, fold, (fold + 1) % 5))  # type: ignore[arg-type]
     inputs = {"kernel-model columns": data["x"],
               "+ store max, main, log-sum, count": np.hstack([data["x"], data["a"]])}
-    report: dict[str, Any] = {}
     for split, (seed, (train, val, test)) in splits.items():
-        report[split] = {"workloads": {k: int(len(np.unique(data["workload"][r])))
-                                       for k, r in (("train", train), ("val", val),
-                                                    ("test", test))}}
+        parts = (("train", train), ("val", val), ("test", test))
+        entry: dict[str, Any] = {"workloads": {k: int(len(np.unique(data["workload"][r])))
+                                               for k, r in parts}}
         for name, x in inputs.items():
             booster = fit_booster(x, data["log_ms"], train, val, seed)
-            report[split][name] = {
+            entry[name] = {
                 part: _scores(booster_log_ms(booster, x[rows]).astype(float), data, rows,
                               group)
                 for part, rows in (("val", val), ("test", test))}
-            s = report[split][name]
+            s = entry[name]
             print(f"{split:34s} {name:34s} val {s['val']['mape']:5.1f}% "
                   f"test {s['test']['mape']:5.1f}% (Spearman {s['test']['group_spearman']:.3f}, "
                   f"within {s['test']['within']:.3f}, between {s['test']['between']:.3f})",
                   flush=True)
-    return report
+        yield split, entry
 
 
 def main() -> None:
@@ -196,17 +197,16 @@ def main() -> None:
     else:
         data = sample(args.root, args.fraction)
         if args.cache is not None:
-            import io
-
             buf = io.BytesIO()
             np.savez_compressed(buf, **data)
             write_bytes(args.cache, buf.getvalue())
-    report = {"fraction": args.fraction, "schedules": int(len(data["log_ms"])),
-              "workloads": int(len(np.unique(data["workload"]))),
-              "hardware": sorted(set(data["hw_id"].tolist())),
-              **compare(data, args.root, args.seeds,
-                         [int(f) for f in args.folds.split(",") if f])}
-    write_text(args.out, json.dumps(report, indent=1) + "\n")
+    report: dict[str, Any] = {"fraction": args.fraction, "schedules": int(len(data["log_ms"])),
+                              "workloads": int(len(np.unique(data["workload"]))),
+                              "hardware": sorted(set(data["hw_id"].tolist()))}
+    for split, entry in compare(data, args.root, args.seeds,
+                                [int(f) for f in args.folds.split(",") if f]):
+        report[split] = entry
+        write_text(args.out, json.dumps(report, indent=1) + "\n")  # each split as it lands
     print(f"report: {args.out}")
 
 
