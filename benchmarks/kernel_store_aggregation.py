@@ -98,26 +98,19 @@ def aggregate(stores: np.ndarray) -> np.ndarray:
 
 def sample(root: str, fraction: float) -> dict[str, np.ndarray]:
     """The sampled records' kernel-model rows, labels and per-store aggregates."""
-    from tvm.s_tir.meta_schedule.database import TuningRecord, Workload
-    from tvm.s_tir.meta_schedule.feature_extractor import PerStoreFeature
+    from tvm.s_tir.meta_schedule.database import Workload
 
-    from gnnperf.lowering.schedules import tune_context
+    from gnnperf.features.analyses import ms_store_matrix
 
     workloads, records = _records(DatasetFolder.resolve(root), fraction)
     parsed: dict[str, Any] = {}
-    contexts: dict[str, Any] = {}
-    extractor = PerStoreFeature(extract_workload=False)
     columns: dict[str, list[Any]] = {k: [] for k in ("workload", "hw_id", "log_ms", "x", "a")}
     for rec in tqdm(records, desc="replaying", unit="program"):
         wid = rec["workload_id"]
         if wid not in parsed:
             parsed[wid] = Workload.from_json(workloads[wid])
-        record = TuningRecord.from_json(kernel_dataset._ms_record(rec), parsed[wid])
-        candidate = record.as_measure_candidate()
-        key = str(record.target)
-        if key not in contexts:
-            contexts[key] = tune_context(candidate.sch.mod, record.target, 1)
-        stores = extractor.extract_from(contexts[key], [candidate])[0].numpy()
+        func, target = kernel_dataset._scheduled(kernel_dataset._ms_record(rec), parsed[wid])
+        stores = ms_store_matrix(func, target)
         columns["workload"].append(wid)
         columns["hw_id"].append(rec["hw_id"])
         columns["log_ms"].append(float(np.log(rec["latency"]["median_ms"])))

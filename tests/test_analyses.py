@@ -6,7 +6,8 @@ import pytest
 from tvm import s_tir, tirx
 
 from gnnperf import zoo
-from gnnperf.features.analyses import _blocks_and_loops
+from gnnperf.features.analyses import _blocks_and_loops, ms_store_features, ms_store_matrix
+from gnnperf.features.vocabulary import MS_FEATURE_DIM
 from gnnperf.hardware.spec import HardwareSpec
 from gnnperf.lowering.pipeline import lower_onnx
 
@@ -47,3 +48,20 @@ def test_the_tir_walk_finds_the_blocks_and_loops_the_schedule_api_finds(build: s
             assert _described(_blocks_and_loops(func)) == _described(expected), name
             compared += 1
     assert compared > 20
+
+
+def test_the_store_features_are_the_mean_of_the_per_store_rows() -> None:
+    """One row per store (what TVM's cost model scores), and the node's fixed-width row is
+    their mean: the benchmark that aggregates stores otherwise reads the same extractor."""
+    hw = HardwareSpec.from_id("local/x86-64-v3/2t")
+    lowered = lower_onnx(zoo.export_onnx(zoo.tiny_spec("mobilenet")), hw, "sampled:0")
+    rows = 0
+    for func in lowered.primfuncs().values():
+        stores = ms_store_matrix(func, lowered.target)
+        if not stores.size:
+            continue
+        assert stores.shape[1] >= MS_FEATURE_DIM
+        mean = ms_store_features(func, lowered.target)
+        assert mean == pytest.approx(stores[:, :MS_FEATURE_DIM].mean(0).tolist(), abs=1e-4)
+        rows += len(stores)
+    assert rows > 10

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
 import tvm
 from tvm import tirx
 
@@ -109,8 +110,9 @@ def loop_features(func: tirx.PrimFunc) -> dict[str, float]:
 _FEATURE_CONTEXTS: dict[str, tuple[Any, Any]] = {}
 
 
-def ms_store_features(func: tirx.PrimFunc, target: tvm.target.Target) -> list[float]:
-    """MetaSchedule's PerStoreFeature (TVM's own cost-model input), averaged over stores."""
+def ms_store_matrix(func: tirx.PrimFunc, target: tvm.target.Target) -> np.ndarray:
+    """MetaSchedule's PerStoreFeature of a scheduled PrimFunc: one row per store, all of
+    the extractor's columns (TVM's own cost model scores these rows one by one)."""
     from tvm.s_tir import Schedule
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
     from tvm.s_tir.meta_schedule.feature_extractor import PerStoreFeature
@@ -124,10 +126,15 @@ def ms_store_features(func: tirx.PrimFunc, target: tvm.target.Target) -> list[fl
                                   PerStoreFeature(extract_workload=False))
     ctx, extractor = _FEATURE_CONTEXTS[key]
     cand = MeasureCandidate(Schedule(mod), ArgInfo.from_prim_func(func))
-    feats = extractor.extract_from(ctx, [cand])[0].numpy()
-    if feats.size == 0:
+    return extractor.extract_from(ctx, [cand])[0].numpy()
+
+
+def ms_store_features(func: tirx.PrimFunc, target: tvm.target.Target) -> list[float]:
+    """PerStoreFeature averaged over stores: a fixed-width row for any kernel."""
+    stores = ms_store_matrix(func, target)
+    if stores.size == 0:
         return [0.0] * MS_FEATURE_DIM
-    mean = feats.mean(axis=0)
+    mean = stores.mean(axis=0)
     return [round(float(v), 4) for v in mean[:MS_FEATURE_DIM]]
 
 
