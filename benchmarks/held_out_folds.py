@@ -9,7 +9,10 @@ and per build, Spearman, interval coverage, the ratio to the best learned additi
 the kernel model on the fold's unseen workloads, thread invariance and the MAPE per CPU.
 Runs of different code or data are stored in different ``runs/`` folders (named by the
 dataset's and the settings' fingerprints); each fold names its folder, so a fold re-run on
-newer code is a new row, never mixed with the old one. It chooses nothing.
+newer code is a new row, never mixed with the old one. Once every fold has run with the
+newest settings (the folder name's second fingerprint), the last run of each fold with them
+is also scored together: the figures' mean over the folds, the cross-validated headline
+(``mean_of_folds``). It chooses nothing.
 
     python benchmarks/held_out_folds.py [benchmarks/held_out] [--out FILE.json]
 """
@@ -30,10 +33,13 @@ SPLIT = "held_out_architectures"
 BUILDS = ("default", "sampled", "best-of", "tuned")
 
 
-def fold_figures(result: SplitResult, runs: str) -> dict[str, Any]:
-    """One fold's figures, as the report would give them were it the only run (``runs``:
-    the folder it is stored in)."""
-    entry = summarise(split_views([result]), {})[SPLIT]
+FOLDS = 5
+
+
+def fold_figures(results: list[SplitResult], runs: str) -> dict[str, Any]:
+    """The figures of one fold's run (or the mean over several folds' runs), as the report
+    would give them were these the only runs (``runs``: the folder they are stored in)."""
+    entry = summarise(split_views(results), {})[SPLIT]
     methods = entry["methods"]
     additive = {m: methods[m]["mape"] for m in LEARNED_ADDITIVE if m in methods}
     best = min(additive, key=additive.__getitem__)
@@ -41,7 +47,7 @@ def fold_figures(result: SplitResult, runs: str) -> dict[str, Any]:
     kernel = entry.get("kernel_model_unseen") or {}
     invariance = entry.get("thread_invariance") or {}
     return {
-        "fold": result.run.holdout,
+        "fold": ",".join(r.run.holdout for r in results),
         "runs": runs,
         "models": int(gnn["models"]),
         "gnn_mape": gnn["mape"],
@@ -62,9 +68,20 @@ def fold_figures(result: SplitResult, runs: str) -> dict[str, Any]:
         "by_cpu": {cpu: {"mape": v["methods"]["gnn"]["mape"],
                          "models": int(v["methods"]["gnn"]["models"])}
                    for cpu, v in entry["by_cpu"].items()},
-        "minutes": result.minutes,
-        "provenance": result.provenance,
+        "minutes": sum(r.minutes for r in results),
+        "provenance": results[-1].provenance,
     }
+
+
+def newest_complete(results: list[tuple[SplitResult, str]]) -> list[tuple[SplitResult, str]]:
+    """The last run of every fold under the newest settings fingerprint that has run all
+    :data:`FOLDS` folds (empty: none has). ``results`` is sorted oldest first."""
+    by_settings: dict[str, dict[str, tuple[SplitResult, str]]] = {}
+    for result, runs in results:
+        by_settings.setdefault(runs.rsplit("-", 1)[-1], {})[result.run.holdout] = (result,
+                                                                                    runs)
+    complete = [folds for folds in by_settings.values() if len(folds) == FOLDS]
+    return sorted(complete[-1].values(), key=lambda x: x[0].run.holdout) if complete else []
 
 
 def main() -> None:
@@ -76,22 +93,30 @@ def main() -> None:
     paths = sorted(args.folder.glob(f"runs/*/{SPLIT}-*.json"))
     if not paths:
         raise SystemExit(f"no {SPLIT} runs under {args.folder}/runs")
-    folds = [fold_figures(SplitResult.from_dict(json.loads(p.read_text())), p.parent.name)
-             for p in paths]
-    folds.sort(key=lambda f: (f["provenance"].get("finished", ""), f["fold"]))  # oldest first
+    results = sorted(((SplitResult.from_dict(json.loads(p.read_text())), p.parent.name)
+                      for p in paths),
+                     key=lambda x: (x[0].provenance.get("finished", ""), x[0].run.holdout))
+    folds = [fold_figures([result], runs) for result, runs in results]
+    rows = [(f["runs"], f["fold"], f) for f in folds]
+    mean: dict[str, Any] | None = None
+    if complete := newest_complete(results):
+        mean = fold_figures([r for r, _ in complete], "+".join(sorted({n for _, n in complete})))
+        mean["fold"] = f"mean of {FOLDS}"
+        rows.append(("mean of folds 0-4, newest run", "", mean))
     print(f"{'runs':29s} {'fold':5s} {'models':>6s} {'GNN':>6s} "
           + " ".join(f"{b:>8s}" for b in BUILDS)
           + f" {'Spearman':>8s} {'cover':>6s} {'x add.':>6s} {'kernel':>7s} {'k.rho':>6s}")
-    for f in folds:
+    for runs, fold, f in rows:
         builds = " ".join(f"{f['by_build'][b]['mape']:8.1f}" if b in f["by_build"]
                           else f"{'':8s}" for b in BUILDS)
         kernel = f["kernel_model_unseen"]
-        print(f"{f['runs']:29s} {f['fold']:5s} {f['models']:6d} {f['gnn_mape']:6.1f} {builds} "
+        print(f"{runs[:29]:29s} {fold[:5]:5s} {f['models']:6d} {f['gnn_mape']:6.1f} {builds} "
               f"{f['spearman']:8.3f} {f['coverage']:6.1f} {f['ratio_to_best_additive']:6.3f} "
               f"{kernel['schedule_mape'] or float('nan'):7.1f} "
               f"{kernel['group_spearman'] or float('nan'):6.3f}")
     out = args.out or args.folder / "folds.json"
-    write_text(out, json.dumps({"split": SPLIT, "folds": folds}, indent=1) + "\n")
+    write_text(out, json.dumps({"split": SPLIT, "folds": folds, "mean_of_folds": mean},
+                                     indent=1) + "\n")
     print(f"written: {out}")
 
 
