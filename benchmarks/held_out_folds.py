@@ -10,9 +10,10 @@ the kernel model on the fold's unseen workloads, thread invariance and the MAPE 
 Runs of different code or data are stored in different ``runs/`` folders (named by the
 dataset's and the settings' fingerprints); each fold names its folder, so a fold re-run on
 newer code is a new row, never mixed with the old one. Once every fold has run with the
-newest settings (the folder name's second fingerprint), the last run of each fold with them
-is also scored together: the figures' mean over the folds, the cross-validated headline
-(``mean_of_folds``). It chooses nothing.
+newest run's settings (the folder name's second fingerprint), the last run of each fold
+with them is also scored together: the figures' mean over the folds, the cross-validated
+headline (``mean_of_folds``). Its folds may come from different dataset snapshots (records
+added between calls); the row names them. It chooses nothing.
 
     python benchmarks/held_out_folds.py [benchmarks/held_out] [--out FILE.json]
 """
@@ -23,6 +24,8 @@ import argparse
 import json
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from gnnperf.atomic import write_text
 from gnnperf.bench.methods import LEARNED_ADDITIVE
@@ -47,7 +50,7 @@ def fold_figures(results: list[SplitResult], runs: str) -> dict[str, Any]:
     kernel = entry.get("kernel_model_unseen") or {}
     invariance = entry.get("thread_invariance") or {}
     return {
-        "fold": ",".join(r.run.holdout for r in results),
+        "fold": ",".join(r.run.holdout or "" for r in results),
         "runs": runs,
         "models": int(gnn["models"]),
         "gnn_mape": gnn["mape"],
@@ -74,14 +77,37 @@ def fold_figures(results: list[SplitResult], runs: str) -> dict[str, Any]:
 
 
 def newest_complete(results: list[tuple[SplitResult, str]]) -> list[tuple[SplitResult, str]]:
-    """The last run of every fold under the newest settings fingerprint that has run all
-    :data:`FOLDS` folds (empty: none has). ``results`` is sorted oldest first."""
-    by_settings: dict[str, dict[str, tuple[SplitResult, str]]] = {}
+    """The last run of every fold under the settings fingerprint of the newest run, when
+    that fingerprint has run all :data:`FOLDS` folds (else empty). ``results`` is sorted
+    oldest first. The folds' datasets may differ (records added between calls): the
+    ``runs`` names say which."""
+    if not results:
+        return []
+    newest = results[-1][1].rsplit("-", 1)[-1]
+    last: dict[str, tuple[SplitResult, str]] = {}
     for result, runs in results:
-        by_settings.setdefault(runs.rsplit("-", 1)[-1], {})[result.run.holdout] = (result,
-                                                                                    runs)
-    complete = [folds for folds in by_settings.values() if len(folds) == FOLDS]
-    return sorted(complete[-1].values(), key=lambda x: x[0].run.holdout) if complete else []
+        if runs.rsplit("-", 1)[-1] == newest:
+            last[result.run.holdout or ""] = (result, runs)
+    if set(last) != {f"{k}/{FOLDS}" for k in range(FOLDS)}:
+        return []
+    return [last[k] for k in sorted(last)]
+
+
+def mean_of_folds(folds: list[dict[str, Any]], results: list[SplitResult], runs: str
+                  ) -> dict[str, Any]:
+    """The folds' figures scored together: the report's mean over runs for the GNN's
+    figures, and the mean of the per-fold figures for the ratio and the kernel model
+    (whose report figure pools schedules, weighting a fold by its size; kept as
+    ``pooled_*``)."""
+    mean = fold_figures(results, runs)
+    mean["fold"] = f"mean of {len(folds)}"
+    mean["ratio_to_best_additive"] = float(np.mean([f["ratio_to_best_additive"]
+                                                    for f in folds]))
+    kernel = mean["kernel_model_unseen"]
+    for key in ("schedule_mape", "group_spearman"):
+        kernel[f"pooled_{key}"] = kernel[key]
+        kernel[key] = float(np.mean([f["kernel_model_unseen"][key] for f in folds]))
+    return mean
 
 
 def main() -> None:
@@ -95,14 +121,16 @@ def main() -> None:
         raise SystemExit(f"no {SPLIT} runs under {args.folder}/runs")
     results = sorted(((SplitResult.from_dict(json.loads(p.read_text())), p.parent.name)
                       for p in paths),
-                     key=lambda x: (x[0].provenance.get("finished", ""), x[0].run.holdout))
+                     key=lambda x: (x[0].provenance.get("finished", ""), x[0].run.holdout or ""))
     folds = [fold_figures([result], runs) for result, runs in results]
     rows = [(f["runs"], f["fold"], f) for f in folds]
     mean: dict[str, Any] | None = None
     if complete := newest_complete(results):
-        mean = fold_figures([r for r, _ in complete], "+".join(sorted({n for _, n in complete})))
-        mean["fold"] = f"mean of {FOLDS}"
-        rows.append(("mean of folds 0-4, newest run", "", mean))
+        names = "+".join(sorted({n for _, n in complete}))
+        mean = mean_of_folds([fold_figures([r], n) for r, n in complete],
+                             [r for r, _ in complete], names)
+        rows.append((f"mean of folds 0-{FOLDS - 1}", "", mean))
+        print(f"the mean row: the last run of each fold in {names}")
     print(f"{'runs':29s} {'fold':5s} {'models':>6s} {'GNN':>6s} "
           + " ".join(f"{b:>8s}" for b in BUILDS)
           + f" {'Spearman':>8s} {'cover':>6s} {'x add.':>6s} {'kernel':>7s} {'k.rho':>6s}")
@@ -115,8 +143,8 @@ def main() -> None:
               f"{kernel['schedule_mape'] or float('nan'):7.1f} "
               f"{kernel['group_spearman'] or float('nan'):6.3f}")
     out = args.out or args.folder / "folds.json"
-    write_text(out, json.dumps({"split": SPLIT, "folds": folds, "mean_of_folds": mean},
-                                     indent=1) + "\n")
+    summary = {"split": SPLIT, "folds": folds, "mean_of_folds": mean}
+    write_text(out, json.dumps(summary, indent=1) + "\n")
     print(f"written: {out}")
 
 

@@ -52,10 +52,10 @@ def test_the_tir_walk_finds_the_blocks_and_loops_the_schedule_api_finds(build: s
 
 def test_the_store_features_are_the_mean_of_the_per_store_rows() -> None:
     """One row per store (what TVM's cost model scores), and the node's fixed-width row is
-    their mean: the benchmark that aggregates stores otherwise reads the same extractor."""
+    their mean: the benchmark that aggregates stores reads the same extractor."""
     hw = HardwareSpec.from_id("local/x86-64-v3/2t")
     lowered = lower_onnx(zoo.export_onnx(zoo.tiny_spec("mobilenet")), hw, "sampled:0")
-    rows = 0
+    multi_store = 0
     for func in lowered.primfuncs().values():
         stores = ms_store_matrix(func, lowered.target)
         if not stores.size:
@@ -63,5 +63,6 @@ def test_the_store_features_are_the_mean_of_the_per_store_rows() -> None:
         assert stores.shape[1] >= MS_FEATURE_DIM
         mean = ms_store_features(func, lowered.target)
         assert mean == pytest.approx(stores[:, :MS_FEATURE_DIM].mean(0).tolist(), abs=1e-4)
-        rows += len(stores)
-    assert rows > 10
+        # a padded convolution stores its padding and its output: rows that differ
+        multi_store += len(stores) > 1 and bool((stores != stores[0]).any())
+    assert multi_store >= 3
