@@ -240,18 +240,17 @@ def measured_reference_times(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 
 
 @pytest.fixture
-def tuned_predictor():  # noqa: ANN201 - a Predictor (imported inside: torch loads there)
-    """The shipped checkpoint, told it learned tuned:16 and tuned:256 from enough records:
-    what the build gate and the budget check read (its network is the shipped one, which
-    saw too few tuned records to predict them: the plumbing is tested, not the figures)."""
+def untuned_predictor():  # noqa: ANN201 - a Predictor (imported inside: torch loads there)
+    """The shipped checkpoint, told it trained on no tuned:N record: what a checkpoint that
+    never learned the search does (the build gate refuses it)."""
     import copy
     import dataclasses
 
-    from gnnperf.estimators.gnn.predictor import MIN_SEARCHED_RECORDS, Predictor
+    from gnnperf.estimators.gnn.predictor import Predictor
 
     predictor = copy.copy(Predictor())
-    told = {"tuned:16": MIN_SEARCHED_RECORDS, "tuned:256": MIN_SEARCHED_RECORDS}
+    counts = predictor.checkpoint.build_counts
     predictor.checkpoint = dataclasses.replace(
-        predictor.checkpoint, builds=[*predictor.checkpoint.builds, *told],
-        build_counts={**predictor.checkpoint.build_counts, **told})
+        predictor.checkpoint, build_counts={
+            b: 0 if b.startswith("tuned:") else n for b, n in counts.items()})
     return predictor

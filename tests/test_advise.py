@@ -22,9 +22,9 @@ def advice(cnn_onnx: Path) -> Advice:
 
 
 def test_every_build_is_advised_at_every_thread_count(advice: Advice, tmp_path: Path) -> None:
+    builds = ("default", "sampled:0", "best-of:16", "tuned:16", "tuned:64", "tuned:256")
     got = [(r.isa, r.threads, r.build) for r in advice.rows]
-    assert got == [("x86-64-v3", t, b) for t in (1, 2)
-                   for b in ("default", "sampled:0", "best-of:16")]
+    assert got == [("x86-64-v3", t, b) for t in (1, 2) for b in builds]
     rows = {(r.threads, r.build): r for r in advice.rows}
     for r in advice.rows:
         assert 0 < r.low_ms < r.latency_ms < r.high_ms
@@ -33,18 +33,36 @@ def test_every_build_is_advised_at_every_thread_count(advice: Advice, tmp_path: 
         assert r.over_default == pytest.approx(default.latency_ms / r.latency_ms)
         if r.build != "sampled:0":
             assert r.over_sampled == pytest.approx(sampled.latency_ms / r.latency_ms)
-        assert r.tuning_minutes is None  # no tuned:N row: no search to cost
+        if not r.build.startswith("tuned:"):
+            assert r.tuning_minutes is None  # no search to cost
+    # the budgets the shipped dataset tuned at are costed from its runs
+    assert all(rows[t, b].tuning_minutes > 0 for t in (1, 2) for b in ("tuned:64", "tuned:256"))
     # a default build has no parallel loop: one latency at any thread count
     assert rows[1, "default"].latency_ms == pytest.approx(rows[2, "default"].latency_ms)
+    # a budget outside the trained 64..256 is predicted with the reason it may be off
+    assert any("tuned budget 16 is outside" in w for w in rows[1, "tuned:16"].warnings)
+    assert not [w for w in rows[1, "tuned:64"].warnings if "budget" in w]
+    assert not advice.skipped and advice.tunable_workloads > 0
+    table = advice.table()
+    assert table.count("<- fastest") == 1 and "tuned:256" in table
+    assert json.loads(json.dumps(advice.to_dict()))["rows"][0]["build"] == "default"
+    assert advice.plot(tmp_path / "advice.png").stat().st_size > 1000
+
+
+def test_a_checkpoint_that_never_learned_tuning_skips_it_with_the_reason(
+        cnn_onnx: Path, untuned_predictor, monkeypatch: pytest.MonkeyPatch  # noqa: ANN001
+) -> None:
+    monkeypatch.setattr("gnnperf.estimators.gnn.predictor.load_predictor",
+                        lambda checkpoint=None: untuned_predictor)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        advice = advise(cnn_onnx, threads=[1], isas=["x86-64-v3"])
+    assert [r.build for r in advice.rows] == ["default", "sampled:0", "best-of:16"]
     # tuned:N is skipped with the reason, never guessed
     assert set(advice.skipped) == {"tuned:16", "tuned:64", "tuned:256"}
     assert all("this checkpoint has not learned tuned:N" in why
                for why in advice.skipped.values())
-    assert advice.tunable_workloads > 0
-    table = advice.table()
-    assert table.count("<- fastest") == 1 and "not advised: tuned:64" in table
-    assert json.loads(json.dumps(advice.to_dict()))["rows"][0]["build"] == "default"
-    assert advice.plot(tmp_path / "advice.png").stat().st_size > 1000
+    assert "not advised: tuned:64" in advice.table()
 
 
 def test_the_command_prints_the_table_and_json(cnn_onnx: Path, tmp_path: Path,
@@ -52,7 +70,8 @@ def test_the_command_prints_the_table_and_json(cnn_onnx: Path, tmp_path: Path,
     assert main(["advise", str(cnn_onnx), "--threads", "1", "--isa", "x86-64-v3",
                  "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert [r["build"] for r in data["rows"]] == ["default", "sampled:0", "best-of:16"]
+    assert [r["build"] for r in data["rows"]] == [
+        "default", "sampled:0", "best-of:16", "tuned:16", "tuned:64", "tuned:256"]
 
 
 @pytest.mark.parametrize("args,needle", [
@@ -109,13 +128,11 @@ def test_tuning_costs_are_read_once_per_state_of_the_kernel_folder(
 
 
 def test_tuned_budgets_are_advised_with_their_tuning_time(
-        cnn_onnx: Path, tuned_predictor, monkeypatch: pytest.MonkeyPatch  # noqa: ANN001
-) -> None:
-    """A checkpoint that learned tuned:N gets a row per budget, each costed: the model's
-    tunable workloads times the stored minutes per workload at that budget."""
+        cnn_onnx: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkpoint that learned tuned:N (the shipped one) gets a row per budget, each
+    costed: the model's tunable workloads times the stored minutes per workload at that
+    budget."""
     here = HardwareSpec.local("x86-64-v3", 1, measure=False).record_hw_id
-    monkeypatch.setattr("gnnperf.estimators.gnn.predictor.load_predictor",
-                        lambda checkpoint=None: tuned_predictor)
     monkeypatch.setattr(
         "gnnperf.prediction.advise._tuning_costs",
         lambda root: {here: {"by_budget": {"64": {"minutes_per_workload": 0.5}}}})

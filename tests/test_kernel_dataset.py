@@ -396,7 +396,8 @@ def test_the_candidates_can_be_limited_to_the_pairs_a_dataset_uses(kernel_root: 
 
 
 def test_measure_and_predict_a_best_of_build_from_the_command_line(
-        kernel_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        kernel_root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        untuned_predictor, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
     import json
 
     from gnnperf.cli import main
@@ -416,10 +417,15 @@ def test_measure_and_predict_a_best_of_build_from_the_command_line(
     # a machine with no measured schedules is told so in one line
     assert main(["measure", str(model), "--build", "best-of", "--root", str(tmp_path)]) == 2
     assert "no kernel records" in capsys.readouterr().err
-    # tuned builds name their budget, and the shipped checkpoint never learned them: one
-    # line each, before any lowering
+    # tuned builds name their budget; the shipped checkpoint learned them
     assert main(["predict", str(model), "--build", "tuned"]) == 2
     assert "needs its budget" in capsys.readouterr().err
+    assert main(["predict", str(model), "--hw", "local/x86-64-v3/1t", "--build", "tuned:64",
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["build"] == "tuned:64"
+    # one that never learned them says so in one line, before any lowering
+    monkeypatch.setattr("gnnperf.estimators.gnn.predictor.load_predictor",
+                        lambda checkpoint=None: untuned_predictor)
     assert main(["predict", str(model), "--build", "tuned:64"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "this checkpoint has not learned tuned:N builds" in err[0]

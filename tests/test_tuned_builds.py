@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from dataclasses import replace
 
 import pytest
 import torch
@@ -68,42 +69,47 @@ def test_a_tuned_prediction_reads_the_design_spaces_first_draws(hw: HardwareSpec
 
 
 def test_only_a_checkpoint_that_learned_tuned_builds_predicts_them(
-        tuned_predictor: Predictor, tiny_graph, hw: HardwareSpec) -> None:  # noqa: ANN001
-    shipped = Predictor()
-    assert "tuned" not in shipped.learned_kinds
-    with pytest.raises(BuildConfigError, match="has not learned tuned:N builds"):
-        shipped.check_build("tuned:64")
+        untuned_predictor: Predictor, tiny_graph, hw: HardwareSpec) -> None:  # noqa: ANN001
     graph = tiny_graph("resnet", "tuned:64")
+    assert "tuned" not in untuned_predictor.learned_kinds
+    with pytest.raises(BuildConfigError, match="has not learned tuned:N builds"):
+        untuned_predictor.check_build("tuned:64")
     with pytest.raises(BuildConfigError):
-        shipped.predict_graphs([(graph, hw)])
-    # any budget in the trained range is in distribution; outside it, said
-    assert tuned_predictor.check_build("tuned:64") == "tuned:64"
-    assert tuned_predictor.trained_budgets() == [16, 256]
-    assert not [r for r in tuned_predictor.check_inputs(hw, "tuned:64") if "budget" in r]
-    assert any("tuned budget 512 is outside the trained 16..256" in r
-               for r in tuned_predictor.check_inputs(hw, "tuned:512"))
+        untuned_predictor.predict_graphs([(graph, hw)])
+    # the shipped checkpoint trained on tuned:64 and tuned:256 records: any budget between
+    # them is in distribution; outside them, said
+    shipped = Predictor()
+    assert shipped.check_build("tuned:64") == "tuned:64"
+    assert shipped.trained_budgets() == [64, 256]
+    assert not [r for r in shipped.check_inputs(hw, "tuned:128") if "budget" in r]
+    assert any("tuned budget 512 is outside the trained 64..256" in r
+               for r in shipped.check_inputs(hw, "tuned:512"))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        (p,) = tuned_predictor.predict_graphs([(graph, hw)])
-    assert p.build == "tuned:64" and math.isfinite(p.latency_ms) and p.latency_ms > 0
+        p64, p256 = shipped.predict_graphs([(graph, hw), (replace(graph, build="tuned:256"), hw)])
+    assert p64.build == "tuned:64" and p256.build == "tuned:256"
+    assert all(math.isfinite(p.latency_ms) and 0 < p.low_ms < p.latency_ms < p.high_ms
+               for p in (p64, p256))
+    # the budget is an input the network reads: two budgets, two predictions
+    assert p64.latency_ms != p256.latency_ms
 
 
-def test_a_searched_build_needs_enough_training_records(
-        tuned_predictor: Predictor, hw: HardwareSpec) -> None:
+def test_a_searched_build_needs_enough_training_records(hw: HardwareSpec) -> None:
     """A budget seen in a handful of training records is refused, not predicted."""
     import copy
     import dataclasses
 
     from gnnperf.estimators.gnn.predictor import MIN_SEARCHED_RECORDS
 
+    shipped = Predictor()
+
     def told(counts: dict[str, int]) -> Predictor:
-        p = copy.copy(tuned_predictor)
+        p = copy.copy(shipped)
         p.checkpoint = dataclasses.replace(
-            tuned_predictor.checkpoint,
-            build_counts={**tuned_predictor.checkpoint.build_counts, **counts})
+            shipped.checkpoint, build_counts={**shipped.checkpoint.build_counts, **counts})
         return p
 
-    few = told({"tuned:16": MIN_SEARCHED_RECORDS - 1})
+    few = told({"tuned:64": MIN_SEARCHED_RECORDS - 1})
     assert few.trained_budgets() == [256]
     assert any("tuned budget 64 is outside the trained 256..256" in r
                for r in few.check_inputs(hw, "tuned:64"))
@@ -112,7 +118,7 @@ def test_a_searched_build_needs_enough_training_records(
     assert "best-of:8" in rare.checkpoint.builds and "best-of:8" not in rare.learned_builds
     assert any("'best-of:8' is not among the builds this checkpoint learned" in r
                for r in rare.check_inputs(hw, "best-of:8"))
-    none = told({"tuned:16": 1, "tuned:256": MIN_SEARCHED_RECORDS - 1})
+    none = told({"tuned:64": 1, "tuned:256": MIN_SEARCHED_RECORDS - 1})
     assert "tuned" not in none.learned_kinds
     with pytest.raises(BuildConfigError, match="has not learned tuned:N builds"):
         none.check_build("tuned:64")
