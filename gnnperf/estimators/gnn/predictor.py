@@ -37,7 +37,8 @@ from gnnperf.lowering.build_config import BuildConfig
 # (stream, 2 threads, Zen 4), and a small training set sees only a sliver of that drift.
 REFERENCE_STATE_MARGIN_LOG2 = 1.0
 #: training records a searched build (``best-of:S``, ``tuned:N``) needs before the
-#: checkpoint predicts it: the shipped one of 2026-12-02 trained on 11 ``tuned:64`` records
+#: checkpoint predicts it (the GNN of 2026-12-02 trained on 11 ``tuned:64`` records, too few;
+#: the one of 2026-12-07 on 124 ``tuned:64`` and 31 ``tuned:256``)
 MIN_SEARCHED_RECORDS = 20
 
 
