@@ -240,17 +240,30 @@ def measured_reference_times(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 
 
 @pytest.fixture
-def untuned_predictor():  # noqa: ANN201 - a Predictor (imported inside: torch loads there)
-    """The shipped checkpoint, told it trained on no tuned:N record: what a checkpoint that
-    never learned the search does (the build gate refuses it)."""
+def told_predictor():  # noqa: ANN201 - a factory of Predictors (torch loads inside)
+    """``told_predictor(counts)``: the shipped checkpoint, told it trained on ``counts``
+    records of those builds (the others as it counted them): what the build gate and the
+    budget check read. The loaded checkpoint itself is left as it is."""
     import copy
     import dataclasses
 
-    from gnnperf.estimators.gnn.predictor import Predictor
+    from gnnperf.estimators.gnn.predictor import Predictor, load_predictor
 
-    predictor = copy.copy(Predictor())
-    counts = predictor.checkpoint.build_counts
-    predictor.checkpoint = dataclasses.replace(
-        predictor.checkpoint, build_counts={
-            b: 0 if b.startswith("tuned:") else n for b, n in counts.items()})
-    return predictor
+    def told(counts: dict[str, int]) -> Predictor:
+        shipped = load_predictor()
+        predictor = copy.copy(shipped)
+        predictor.checkpoint = dataclasses.replace(
+            shipped.checkpoint, build_counts={**shipped.checkpoint.build_counts, **counts})
+        return predictor
+
+    return told
+
+
+@pytest.fixture
+def untuned_predictor(told_predictor):  # noqa: ANN001, ANN201 - a Predictor
+    """The shipped checkpoint, told it trained on no tuned:N record: what a checkpoint that
+    never learned the search does (the build gate refuses it)."""
+    from gnnperf.estimators.gnn.predictor import load_predictor
+
+    return told_predictor({b: 0 for b in load_predictor().checkpoint.build_counts
+                           if b.startswith("tuned:")})

@@ -94,31 +94,21 @@ def test_only_a_checkpoint_that_learned_tuned_builds_predicts_them(
     assert p64.latency_ms != p256.latency_ms
 
 
-def test_a_searched_build_needs_enough_training_records(hw: HardwareSpec) -> None:
+def test_a_searched_build_needs_enough_training_records(
+        told_predictor, hw: HardwareSpec) -> None:  # noqa: ANN001
     """A budget seen in a handful of training records is refused, not predicted."""
-    import copy
-    import dataclasses
-
     from gnnperf.estimators.gnn.predictor import MIN_SEARCHED_RECORDS
 
-    shipped = Predictor()
-
-    def told(counts: dict[str, int]) -> Predictor:
-        p = copy.copy(shipped)
-        p.checkpoint = dataclasses.replace(
-            shipped.checkpoint, build_counts={**shipped.checkpoint.build_counts, **counts})
-        return p
-
-    few = told({"tuned:64": MIN_SEARCHED_RECORDS - 1})
+    few = told_predictor({"tuned:64": MIN_SEARCHED_RECORDS - 1})
     assert few.trained_budgets() == [256]
     assert any("tuned budget 64 is outside the trained 256..256" in r
                for r in few.check_inputs(hw, "tuned:64"))
     # a best-of:S seen a few times is out of distribution, as one never seen
-    rare = told({"best-of:8": MIN_SEARCHED_RECORDS - 1})
+    rare = told_predictor({"best-of:8": MIN_SEARCHED_RECORDS - 1})
     assert "best-of:8" in rare.checkpoint.builds and "best-of:8" not in rare.learned_builds
     assert any("'best-of:8' is not among the builds this checkpoint learned" in r
                for r in rare.check_inputs(hw, "best-of:8"))
-    none = told({"tuned:64": 1, "tuned:256": MIN_SEARCHED_RECORDS - 1})
+    none = told_predictor({"tuned:64": 1, "tuned:256": MIN_SEARCHED_RECORDS - 1})
     assert "tuned" not in none.learned_kinds
     with pytest.raises(BuildConfigError, match="has not learned tuned:N builds"):
         none.check_build("tuned:64")
