@@ -11,7 +11,7 @@ from test_cli import run_cli
 
 from gnnperf.cli import main
 from gnnperf.hardware.spec import HardwareSpec
-from gnnperf.prediction.advise import Advice, AdviceRow, _cost_at, _tuning_costs, advise
+from gnnperf.prediction.advise import Advice, AdviceRow, _cost_at, advise
 
 
 @pytest.fixture(scope="module")
@@ -106,25 +106,6 @@ def test_tuning_cost_comes_from_the_nearest_hardware_tuned() -> None:
     table = Advice("m.onnx", [row], {}, 10).table()
     assert "7 min" in table and f"10 workloads x the median minutes per workload of the " \
                                  f"stored runs on {here}" in table
-
-
-def test_tuning_costs_are_read_once_per_state_of_the_kernel_folder(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[Path] = []
-
-    def stats(root: Path) -> dict:
-        calls.append(root)
-        return {"hw": {"by_budget": {"64": {"minutes_per_workload": float(len(calls))}}}}
-
-    monkeypatch.setattr("gnnperf.collect.kernels.database.tuning_stats", stats)
-    assert _tuning_costs(tmp_path) == {}  # no kernel folder: nothing tuned
-    kernels = tmp_path / "kernels"
-    kernels.mkdir()
-    (kernels / "a.jsonl.gz").write_bytes(b"x")
-    first = _tuning_costs(tmp_path)
-    assert _tuning_costs(tmp_path) == first and len(calls) == 1
-    (kernels / "b.jsonl.gz").write_bytes(b"y")  # a new shard: read again
-    assert _tuning_costs(tmp_path) != first and len(calls) == 2
 
 
 def test_tuned_budgets_are_advised_with_their_tuning_time(

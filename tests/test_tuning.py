@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -164,6 +165,10 @@ def test_the_shards_keep_each_keys_longest_run_and_report_cost_and_gain(tmp_path
                    "hw_id": h, "trials": 64, "stage": "tune", "reason": "r",
                    "created_at": 0.0})
     writer.close()
+    # the kernel shards beside them are never opened: a tuning line there is not a run
+    stray = ShardWriter(tmp_path / "kernels", "kernels-test")
+    stray.append(_stored("z", 64, [1.0] * 64, minutes=1.0, hw_id=h).to_line(hw, "m", "k", {}))
+    stray.close()
     kept, failed = stored_tuning(tmp_path / "kernels")
     assert failed == {"c|x|64"}
     assert sorted((o["workload_id"], o["trials"]) for o in kept.values()) == [
@@ -177,6 +182,34 @@ def test_the_shards_keep_each_keys_longest_run_and_report_cost_and_gain(tmp_path
     assert by["64"]["workloads"] == 2 and by["64"]["minutes_per_workload"] == 1.5
     assert by["64"]["best_over_16"] == pytest.approx((2.0 / 8.0 + 6.0 / 6.0) / 2)
     assert by["256"] == {"workloads": 1, "minutes_per_workload": 4.0, "best_over_64": 0.5}
+
+
+def test_tuning_stats_are_read_from_the_summary_while_it_matches_the_shards(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``advise`` reads the summary, not every search's trace; a new run makes it stale,
+    and the next reader recomputes and rewrites it."""
+    from gnnperf.collect.kernels import database
+    from gnnperf.hardware.spec import HardwareSpec
+    from gnnperf.store.shards import ShardWriter
+
+    hw = HardwareSpec.local("x86-64-v3", 1, measure=False)
+    h = hw.record_hw_id
+    writer = ShardWriter(tmp_path / "kernels", "tuning-test")
+    writer.append(_stored("a", 64, [4.0] * 64, minutes=1.0, hw_id=h).to_line(hw, "m", "k", {}))
+    reads: list[Path] = []
+    real = database.stored_tuning
+    monkeypatch.setattr(database, "stored_tuning",
+                        lambda folder: reads.append(folder) or real(folder))
+    assert not (tmp_path / "kernels" / database.TUNING_SUMMARY).exists()
+    first = database.tuning_stats(tmp_path)
+    assert first[h]["by_budget"]["64"]["minutes_per_workload"] == 1.0 and len(reads) == 1
+    assert (tmp_path / "kernels" / database.TUNING_SUMMARY).exists()
+    assert database.tuning_stats(tmp_path) == first and len(reads) == 1  # the summary
+    writer.append(_stored("b", 64, [4.0] * 64, minutes=3.0, hw_id=h).to_line(hw, "m", "k", {}))
+    writer.close()
+    again = database.tuning_stats(tmp_path)
+    assert len(reads) == 2 and again[h]["by_budget"]["64"]["minutes_per_workload"] == 2.0
+    assert database.tuning_stats(tmp_path) == again and len(reads) == 2
 
 
 def test_a_collector_measures_its_budget_and_the_smaller_ones_its_runs_hold() -> None:

@@ -21,7 +21,7 @@ from typing import Any
 from gnnperf.errors import GnnperfError, HardwareError, one_line
 from gnnperf.estimators.types import Prediction
 from gnnperf.features import KernelGraph
-from gnnperf.hardware.spec import HardwareSpec, available_cores, cache_dir, supported_isas
+from gnnperf.hardware.spec import HardwareSpec, available_cores, supported_isas
 from gnnperf.lowering.build_config import BEST_OF_SCHEDULES, BuildConfig
 from gnnperf.prediction.graphs import lower_for_prediction
 
@@ -202,30 +202,12 @@ def _at(base: HardwareSpec, isa: str, threads: int) -> HardwareSpec | str:
 
 
 def _tuning_costs(root: str | os.PathLike[str] | None) -> dict[str, dict[str, Any]]:
-    """:func:`tuning_stats` of ``root``'s kernel folder, cached beside the feature cache
-    under the folder's file names, sizes and times (reading every kernel shard takes
-    seconds; ``advise`` answers warm in less)."""
+    """:func:`tuning_stats` of ``root``'s kernel folder (its stored summary: reading every
+    search's trace would take longer than ``advise`` takes to answer)."""
     from gnnperf.collect.kernels.database import tuning_stats
     from gnnperf.data import default_root
 
-    folder = Path(root or default_root()) / "kernels"
-    if not folder.is_dir():
-        return {}
-    stamp = sorted((p.name, p.stat().st_size, int(p.stat().st_mtime))
-                   for p in folder.iterdir() if p.is_file())
-    key = json.dumps([str(folder.resolve()), stamp])
-    memo = cache_dir() / "tuning_costs.json"
-    try:
-        stored = json.loads(memo.read_text())
-        if stored.get("key") == key:
-            return stored["stats"]
-    except (OSError, ValueError):
-        pass
-    stats = tuning_stats(folder.parent)
-    from gnnperf.atomic import write_text
-
-    write_text(memo, json.dumps({"key": key, "stats": stats}) + "\n")
-    return stats
+    return tuning_stats(Path(root or default_root()))
 
 
 def _cost_at(costs: dict[str, dict[str, Any]], spec: HardwareSpec, trials: int

@@ -138,12 +138,13 @@ def iter_shard(path: Path, keep: Callable[[str], bool] | None = None
         yield obj
 
 
-def shard_paths(root: str | os.PathLike[str]) -> list[Path]:
+def shard_paths(root: str | os.PathLike[str], prefix: str = "") -> list[Path]:
+    """The shards directly under ``root`` whose names start with ``prefix``."""
     root = Path(root)
     if not root.exists():
         raise DatasetError(f"dataset folder {root} does not exist")
     # one level only: in a flat dataset folder the shards sit beside noise/ and processed/
-    return sorted(p for p in root.glob(SHARD_GLOB) if not p.name.startswith("."))
+    return sorted(p for p in root.glob(prefix + SHARD_GLOB) if not p.name.startswith("."))
 
 
 _LOOSE_KIND = re.compile(r'"kind"(?:\s+:|:\s+")')
@@ -162,11 +163,13 @@ def kind_filter(kinds: Collection[str]) -> Callable[[str], bool]:
                          or _LOOSE_KIND.search(line) is not None)
 
 
-def iter_lines(root: str | os.PathLike[str], kinds: Collection[str] | None = None
-               ) -> Iterator[dict[str, Any]]:
-    """Verified lines of every shard under ``root`` (sorted by path), of ``kinds`` only."""
+def iter_lines(root: str | os.PathLike[str], kinds: Collection[str] | None = None,
+               *, prefix: str = "") -> Iterator[dict[str, Any]]:
+    """Verified lines of every shard under ``root`` (sorted by path), of ``kinds`` only;
+    with ``prefix``, of the shards whose names start with it only (a writer that keeps a
+    kind of line in shards of its own spares its readers the rest of the folder)."""
     keep = kind_filter(kinds) if kinds is not None else None
-    for path in shard_paths(root):
+    for path in shard_paths(root, prefix):
         for obj in iter_shard(path, keep):
             if kinds is None or obj.get("kind") in kinds:
                 yield obj

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from gnnperf.atomic import write_text
 from gnnperf.collect.kernels.tuning import TUNING_BUDGETS, TuningRun
 from gnnperf.collect.kernels.workloads import NOT_EXECUTED
 from gnnperf.errors import DatasetError
@@ -20,7 +22,14 @@ from gnnperf.hardware.cpu_identity import signature_of_hw
 from gnnperf.measure.reference import aa_floor
 from gnnperf.store.folder import DatasetFolder
 from gnnperf.store.lines import KernelRecordLine, KernelRemeasureLine
-from gnnperf.store.shards import iter_lines, latest_records
+from gnnperf.store.shards import iter_lines, latest_records, shard_paths
+
+#: the name start of the kernel-folder shards that hold ``kernel_tuning`` lines, and only
+#: of those (see :class:`gnnperf.collect.kernels.tuning_collector.TuningCollector`)
+TUNING_SHARD_PREFIX = "tuning-"
+#: beside them: :func:`tuning_stats` of their runs and the shard sizes it was taken at,
+#: what ``gnnperf advise`` reads instead of every search's trace
+TUNING_SUMMARY = "tuning_summary.json"
 
 
 def _kernels_folder(root: str | os.PathLike[str] | DatasetFolder | None) -> Path:
@@ -302,11 +311,14 @@ def export_database(root: str | os.PathLike[str] | DatasetFolder | None, hw_id: 
 
 def stored_tuning(folder: Path) -> tuple[dict[str, dict[str, Any]], set[str]]:
     """The ``kernel_tuning`` lines of a kernel folder, the one with the most trials per
-    (workload, hardware) key, and the keys of failed tunings (``KEY|TRIALS``)."""
+    (workload, hardware) key, and the keys of failed tunings (``KEY|TRIALS``). Only the
+    :data:`TUNING_SHARD_PREFIX` shards are read: the tuning collector writes these lines
+    there alone, and the kernel shards beside them are 15 times larger."""
     runs: dict[str, dict[str, Any]] = {}
     failed: set[str] = set()
     kinds = ("kernel_tuning", "kernel_tuning_failure")
-    for o in iter_lines(folder, kinds=kinds) if folder.exists() else ():
+    lines = iter_lines(folder, kinds=kinds, prefix=TUNING_SHARD_PREFIX) if folder.exists() else ()
+    for o in lines:
         if o["kind"] == "kernel_tuning_failure":
             failed.add(f"{o['key']}|{o['trials']}")
         elif o["key"] not in runs or o["trials"] > runs[o["key"]]["trials"]:
@@ -356,21 +368,58 @@ def compose_database(runs: Iterable[TuningRun], budget: int) -> Any:
 
 def tuning_stats(root: str | os.PathLike[str] | DatasetFolder | None = None
                  ) -> dict[str, dict[str, Any]]:
+    """:func:`tuning_stats_of` the stored runs, from the folder's :data:`TUNING_SUMMARY`
+    while it matches the tuning shards, else from the shards (about 15 s for 1,000 runs:
+    each line holds its search's trace), writing the summary for the next reader."""
+    folder = _kernels_folder(root)
+    if not folder.exists():
+        return {}
+    stamp = _tuning_shard_stamp(folder)
+    try:
+        summary = json.loads((folder / TUNING_SUMMARY).read_text())
+        if summary.get("shards") == stamp:
+            return cast(dict[str, dict[str, Any]], summary["stats"])
+    except (OSError, ValueError, AttributeError, KeyError):
+        pass
+    runs, _ = stored_tuning(folder)
+    return write_tuning_summary(folder, (TuningRun.from_line(o) for o in runs.values()))
+
+
+def write_tuning_summary(folder: Path, runs: Iterable[TuningRun]) -> dict[str, dict[str, Any]]:
+    """Store :func:`tuning_stats_of` ``runs`` (every stored run of ``folder``) as its
+    :data:`TUNING_SUMMARY`, stamped with the tuning shards' names and sizes; returns the
+    stats. A folder that cannot be written keeps no summary (its readers recompute)."""
+    stats = tuning_stats_of(runs)
+    body = {"shards": _tuning_shard_stamp(folder), "stats": stats}
+    try:
+        write_text(folder / TUNING_SUMMARY, json.dumps(body, indent=1, sort_keys=True) + "\n")
+    except OSError:
+        pass
+    return stats
+
+
+def _tuning_shard_stamp(folder: Path) -> list[list[Any]]:
+    """The tuning shards' names and sizes: a writer rewrites a shard whole on each line,
+    so any new run changes one."""
+    return [[p.name, p.stat().st_size] for p in shard_paths(folder, TUNING_SHARD_PREFIX)]
+
+
+def tuning_stats_of(runs: Iterable[TuningRun]) -> dict[str, dict[str, Any]]:
     """Per hardware id, what the tuning runs cost and bought, for each of
     :data:`TUNING_BUDGETS` some run holds: the workloads tuned at it, the median minutes a
     workload took (a longer run's share for its first trials), and the median ratio of its
     best time to the next smaller budget's on the same runs (below 1: the larger budget
     bought speed)."""
     per_hw: dict[str, list[TuningRun]] = defaultdict(list)
-    for run in tuning_runs(root):
+    for run in runs:
         per_hw[run.hw_id].append(run)
     out: dict[str, dict[str, Any]] = {}
-    for hw_id, runs in sorted(per_hw.items()):
+    for hw_id, held_here in sorted(per_hw.items()):
         by_budget: dict[str, Any] = {}
         shorter: dict[str, TuningRun] = {}
         previous = 0
         for budget in TUNING_BUDGETS:
-            held = runs_at(runs, budget)
+            held = runs_at(held_here, budget)
             if not held:
                 continue
             entry: dict[str, Any] = {
@@ -387,7 +436,7 @@ def tuning_stats(root: str | os.PathLike[str] | DatasetFolder | None = None
                 entry[f"best_over_{previous}"] = statistics.median(ratios)
             by_budget[str(budget)] = entry
             shorter, previous = held, budget
-        out[hw_id] = {"workloads": len({r.workload_id for r in runs}), "by_budget": by_budget}
+        out[hw_id] = {"workloads": len({r.workload_id for r in held_here}), "by_budget": by_budget}
     return out
 
 

@@ -36,7 +36,13 @@ from pathlib import Path
 from tqdm import tqdm
 
 from gnnperf import zoo
-from gnnperf.collect.kernels.database import compose_database, runs_at, stored_tuning
+from gnnperf.collect.kernels.database import (
+    TUNING_SHARD_PREFIX,
+    compose_database,
+    runs_at,
+    stored_tuning,
+    write_tuning_summary,
+)
 from gnnperf.collect.kernels.ordering import (
     Order,
     TunedCost,
@@ -114,7 +120,9 @@ class TuningCollector:
         self.stored = {k: TuningRun.from_line(o) for k, o in lines.items()}
         self.record_collectors: dict[tuple[str, int], Collector] = {}
         host = socket.gethostname().split(".")[0] or "host"
-        self.writer = ShardWriter(self.root.kernels, shard_prefix or f"tuning-{host}",
+        # its shards' names say what they hold: readers of tuning runs open only those
+        self.writer = ShardWriter(self.root.kernels,
+                                  f"{TUNING_SHARD_PREFIX}{shard_prefix or host}",
                                   max_lines=TUNING_LINES_PER_SHARD)
         self.hw_specs: dict[tuple[str, int], HardwareSpec] = {}
         self.workers = WorkerPool()
@@ -276,6 +284,7 @@ class TuningCollector:
                                 "workload_id": w.workload_id, "hw_id": hw.record_hw_id,
                                 "trials": self.trials, "stage": "tune",
                                 "reason": one_line(exc, 300), "created_at": time.time()})
+            write_tuning_summary(self.root.kernels, self.stored.values())
             self.failed.add(f"{key}|{self.trials}")
             summary.failed += 1
             summary.failures["tune"] += 1
@@ -284,6 +293,7 @@ class TuningCollector:
         line["other_load"] = [round(before, 4), round(other_load(), 4)]
         self.writer.append(line)
         self.stored[key] = run
+        write_tuning_summary(self.root.kernels, self.stored.values())
         for budget in self.budgets:
             if (run.hw_id, budget) in self.record_collectors:
                 run.commit_to(self.record_collectors[(run.hw_id, budget)].database, budget)
