@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -29,14 +30,15 @@ from gnnperf.atomic import write_text
 from gnnperf.collect.kernels.database import runs_at, tuning_runs
 from gnnperf.collect.kernels.tuning import TUNING_BUDGETS
 from gnnperf.store.folder import DatasetFolder
-from gnnperf.store.shards import is_v2, latest_records
+
+sys.path.insert(0, str(Path(__file__).parent))
+from tuning_gain import whole_model_ms  # noqa: E402  (a sibling benchmark)
 
 
 def tuned_whole_ms(folder: DatasetFolder) -> dict[tuple[str, str, str], float]:
     """(model, hardware id, ``tuned:N``) -> whole-model median (ms) of the v2 records."""
-    return {(r["model_id"], r["hw_id"], r["build"]): float(r["whole"]["median_ms"])
-            for r in latest_records(folder.shards)
-            if r["build"].startswith("tuned:") and r.get("whole") and is_v2(r)}
+    return {k: ms for k, ms in whole_model_ms(folder.shards).items()
+            if k[2].startswith("tuned:")}
 
 
 def tuned_kernel_ms(folder: DatasetFolder, budgets: set[int]

@@ -205,9 +205,8 @@ def _tuning_costs(root: str | os.PathLike[str] | None) -> dict[str, dict[str, An
     """:func:`tuning_stats` of ``root``'s kernel folder (its stored summary: reading every
     search's trace would take longer than ``advise`` takes to answer)."""
     from gnnperf.collect.kernels.database import tuning_stats
-    from gnnperf.data import default_root
 
-    return tuning_stats(Path(root or default_root()))
+    return tuning_stats(root)
 
 
 def _cost_at(costs: dict[str, dict[str, Any]], spec: HardwareSpec, trials: int

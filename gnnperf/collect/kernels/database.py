@@ -381,8 +381,7 @@ def tuning_stats(root: str | os.PathLike[str] | DatasetFolder | None = None
             return cast(dict[str, dict[str, Any]], summary["stats"])
     except (OSError, ValueError, AttributeError, KeyError):
         pass
-    runs, _ = stored_tuning(folder)
-    return write_tuning_summary(folder, (TuningRun.from_line(o) for o in runs.values()))
+    return write_tuning_summary(folder, tuning_runs(root))
 
 
 def write_tuning_summary(folder: Path, runs: Iterable[TuningRun]) -> dict[str, dict[str, Any]]:
