@@ -128,3 +128,18 @@ def test_tuned_budgets_are_advised_with_their_tuning_time(
     assert rows["tuned:64"].over_default == pytest.approx(
         rows["default"].latency_ms / rows["tuned:64"].latency_ms)
     assert not advice.skipped
+
+
+def test_a_warm_advice_imports_neither_tvm_nor_onnx(advice: Advice, cnn_onnx: Path) -> None:
+    """Once the model's graphs are cached, ``advise`` reads them and the stored tuning
+    summary: TVM (2-3 s to import) and onnx (1 s, mostly ``ml_dtypes``) stay unloaded."""
+    import subprocess
+    import sys
+
+    script = ("import sys, warnings; warnings.simplefilter('ignore'); "
+              "from gnnperf.prediction.advise import advise; "
+              f"a = advise({str(cnn_onnx)!r}, threads=[1, 2], isas=['x86-64-v3']); "
+              "print(len(a.rows), 'tvm' in sys.modules, 'onnx' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300, check=True)
+    assert done.stdout.split() == [str(len(advice.rows)), "False", "False"], done.stderr

@@ -12,6 +12,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+import torch
 
 from gnnperf import zoo
 from gnnperf.data import graph_to_data
@@ -101,3 +102,23 @@ def test_more_batch_is_never_predicted_faster_in_a_default_build(
         ms = [p.latency_ms for p in predictor.predict_graphs(
             [(g, two_threads) for g in graphs], calibrated=False)]
     assert ms == sorted(ms), ms
+
+
+def test_one_memo_encodes_shared_nodes_as_a_fresh_encoding_does(
+        two_threads: HardwareSpec, tiny_graph) -> None:  # noqa: ANN001
+    """``advise`` encodes one lowered graph for every build and thread count with one
+    :class:`EncodingMemo`: each item must equal the graph encoded alone."""
+    from dataclasses import replace
+
+    from gnnperf.data.encoding import EncodingMemo
+
+    graph = tiny_graph("mobilenet", "sampled:0")
+    memo = EncodingMemo()
+    for hw in (two_threads, two_threads.serial_view(), two_threads):
+        for build in ("sampled:0", "default", "sampled:0"):
+            shared = graph_to_data(replace(graph, build=build), hw, memo=memo)
+            alone = graph_to_data(replace(graph, build=build), hw)
+            for name in ("x", "x_kernel", "x_candidates", "edge_index", "edge_attr",
+                         "node_serial", "kernel_tuned"):
+                assert torch.equal(shared[name], alone[name]), name
+    assert memo.nodes and memo.kernels  # rows were shared, not made again

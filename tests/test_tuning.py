@@ -191,6 +191,7 @@ def test_tuning_stats_are_read_from_the_summary_while_it_matches_the_shards(
     from gnnperf.collect.kernels import database
     from gnnperf.hardware.spec import HardwareSpec
     from gnnperf.store.shards import ShardWriter
+    from gnnperf.store.tuning_summary import TUNING_SUMMARY
 
     hw = HardwareSpec.local("x86-64-v3", 1, measure=False)
     h = hw.record_hw_id
@@ -200,10 +201,10 @@ def test_tuning_stats_are_read_from_the_summary_while_it_matches_the_shards(
     real = database.stored_tuning
     monkeypatch.setattr(database, "stored_tuning",
                         lambda folder: reads.append(folder) or real(folder))
-    assert not (tmp_path / "kernels" / database.TUNING_SUMMARY).exists()
+    assert not (tmp_path / "kernels" / TUNING_SUMMARY).exists()
     first = database.tuning_stats(tmp_path)
     assert first[h]["by_budget"]["64"]["minutes_per_workload"] == 1.0 and len(reads) == 1
-    assert (tmp_path / "kernels" / database.TUNING_SUMMARY).exists()
+    assert (tmp_path / "kernels" / TUNING_SUMMARY).exists()
     assert database.tuning_stats(tmp_path) == first and len(reads) == 1  # the summary
     writer.append(_stored("b", 64, [4.0] * 64, minutes=3.0, hw_id=h).to_line(hw, "m", "k", {}))
     writer.close()

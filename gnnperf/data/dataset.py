@@ -16,11 +16,11 @@ from tqdm import tqdm
 
 from gnnperf.atomic import atomic_path
 from gnnperf.collect.graph_traces import join_traces
-from gnnperf.data.encoding import record_to_data, with_hardware
+from gnnperf.data.encoding import EncodingMemo, record_to_data, with_hardware
 from gnnperf.data.pack import PackedItems, encoding_version
 from gnnperf.digest import file_sha256
 from gnnperf.errors import DatasetError, one_line
-from gnnperf.estimators.kernel.dataset import CandidateMemo, tuned_candidates
+from gnnperf.estimators.kernel.dataset import tuned_candidates
 from gnnperf.features import KernelGraph
 from gnnperf.features.schema import feature_names
 from gnnperf.lowering.build_config import BuildConfig
@@ -260,7 +260,7 @@ class LatencyDataset(InMemoryDataset):
                   for i in todo if tuned[i] for n in decoded[records[i]["graph_id"]].nodes}
         candidates = tuned_candidates(self.folder, needed=needed) if needed else {}
         serial = serial_figures(records[i] for i in encodable)
-        memo: CandidateMemo = {}
+        memo = EncodingMemo(per_node=False)  # candidate rows only: few graphs share nodes
         items = []
         for i in tqdm(encodable, desc="encoding kernel graphs", disable=None,
                       unit="record", mininterval=1.0):

@@ -24,6 +24,8 @@ from gnnperf.features import KernelGraph
 from gnnperf.hardware.spec import HardwareSpec, available_cores, supported_isas
 from gnnperf.lowering.build_config import BEST_OF_SCHEDULES, BuildConfig
 from gnnperf.prediction.graphs import lower_for_prediction
+from gnnperf.store.folder import DatasetFolder
+from gnnperf.store.tuning_summary import TuningStats, read_tuning_summary
 
 #: the builds a user weighs: none, one random schedule, and searches of growing cost
 ADVISED_BUILDS = ("default", "sampled:0", "best-of:16")
@@ -201,15 +203,19 @@ def _at(base: HardwareSpec, isa: str, threads: int) -> HardwareSpec | str:
                         "another machine only at its own (or advise on 'local')")
 
 
-def _tuning_costs(root: str | os.PathLike[str] | None) -> dict[str, dict[str, Any]]:
-    """:func:`tuning_stats` of ``root``'s kernel folder (its stored summary: reading every
-    search's trace would take longer than ``advise`` takes to answer)."""
-    from gnnperf.collect.kernels.database import tuning_stats
+def _tuning_costs(root: str | os.PathLike[str] | None) -> TuningStats:
+    """The tuning runs' statistics of ``root``'s kernel folder: its stored summary (no
+    search trace read, no TVM imported), else computed from the runs and stored
+    (:func:`~gnnperf.collect.kernels.database.tuning_stats`)."""
+    stored = read_tuning_summary(DatasetFolder.resolve(root).kernels)
+    if stored is not None:
+        return stored
+    from gnnperf.collect.kernels.database import tuning_stats  # TVM loads here
 
     return tuning_stats(root)
 
 
-def _cost_at(costs: dict[str, dict[str, Any]], spec: HardwareSpec, trials: int
+def _cost_at(costs: TuningStats, spec: HardwareSpec, trials: int
              ) -> tuple[float | None, str]:
     """Median minutes per workload for a ``trials`` search on ``spec``: measured on its own
     CPU, ISA and threads when tuned there, else on hardware at the same thread count, else

@@ -12,8 +12,6 @@ seconds those imports take one after the other.
 
 from __future__ import annotations
 
-import atexit
-import gc
 import os
 import sys
 import time
@@ -22,7 +20,6 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from typing import TYPE_CHECKING, Any
 
-import onnx
 from tqdm import tqdm
 
 from gnnperf.errors import BuildConfigError
@@ -39,20 +36,18 @@ from gnnperf.lowering.build_config import BuildConfig
 from gnnperf.prediction.graphs import (
     BackgroundLowering,
     cached_graph,
+    is_onnx_proto,
     lower_for_prediction,
     lower_in_worker,
 )
 
 if TYPE_CHECKING:
+    import onnx
+
     from gnnperf.estimators.gnn.predictor import Predictor
 
 __all__ = ["DEFAULT_CHECKPOINT", "KernelPrediction", "OutOfDistributionWarning", "Prediction",
            "default_checkpoint", "lower_for_prediction", "predict", "predict_many"]
-
-# torch, PyG and TVM leave about a million objects behind, and the garbage collections of
-# interpreter shutdown spend ~0.8 s walking them for nothing: a command-line user waits
-# for that. Frozen objects are skipped (memory goes back to the OS at exit anyway).
-atexit.register(gc.freeze)
 
 
 def _predictor(checkpoint: str | os.PathLike[str] | None) -> Predictor:
@@ -135,7 +130,7 @@ def predict_many(
             graphs[i] = lower_for_prediction(models[i], spec, build)  # type: ignore[arg-type]
             bar.update()
     else:
-        sources = [models[i] if isinstance(models[i], onnx.ModelProto) else str(models[i])
+        sources = [models[i] if is_onnx_proto(models[i]) else str(models[i])
                    for i in todo]
         with ProcessPoolExecutor(n_workers, mp_context=get_context("spawn")) as pool:
             futures = {pool.submit(lower_in_worker, src, spec.to_dict(), build): i

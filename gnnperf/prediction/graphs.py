@@ -16,22 +16,31 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
-
-import onnx
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from gnnperf.digest import file_sha256
 from gnnperf.features import KernelGraph
 from gnnperf.features.cache import default_cache, target_key
 from gnnperf.hardware.spec import HardwareSpec
 
-ModelSource = str | os.PathLike[str] | onnx.ModelProto
+if TYPE_CHECKING:
+    import onnx
+
+ModelSource: TypeAlias = "str | os.PathLike[str] | onnx.ModelProto"
+
+
+def is_onnx_proto(model: object) -> bool:
+    """Whether ``model`` is an in-memory ONNX model. Answered without importing ``onnx``
+    (a second of a warm prediction's start-up, most of it ``ml_dtypes``): a process that
+    never imported it holds no ``ModelProto``."""
+    onnx = sys.modules.get("onnx")
+    return onnx is not None and isinstance(model, onnx.ModelProto)
 
 
 def model_digest(model: ModelSource) -> str:
     """SHA-256 of the model's bytes (a file's read once per process while unchanged:
     ``advise`` looks one model up once per build and target)."""
-    if isinstance(model, onnx.ModelProto):
+    if is_onnx_proto(model):
         return hashlib.sha256(model.SerializeToString()).hexdigest()
     if not Path(model).is_file():
         return hashlib.sha256(b"").hexdigest()
@@ -77,7 +86,7 @@ def lower_for_prediction(model: ModelSource, hw: HardwareSpec, build: str,
     return graph
 
 
-def lower_in_worker(model: str | onnx.ModelProto, hw: dict[str, Any], build: str
+def lower_in_worker(model: ModelSource, hw: dict[str, Any], build: str
                     ) -> dict[str, Any]:
     """One model's kernel graph, in a pool process (a dict crosses the process boundary)."""
     return lower_for_prediction(model, HardwareSpec.from_dict(hw), build).to_dict()
@@ -102,7 +111,7 @@ class BackgroundLowering:
               input_shapes: Mapping[str, Sequence[int]] | None = None
               ) -> BackgroundLowering | None:
         """Start lowering ``model`` (an ONNX file); None for an in-memory model."""
-        if isinstance(model, onnx.ModelProto) or not Path(model).is_file():
+        if is_onnx_proto(model) or not Path(model).is_file():
             return None
         request = json.dumps({
             "model": str(Path(model).resolve()), "hw": hw.to_dict(), "build": build,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import shutil
@@ -14,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from gnnperf.atomic import write_text
 from gnnperf.collect.kernels.tuning import TUNING_BUDGETS, TuningRun
 from gnnperf.collect.kernels.workloads import NOT_EXECUTED
 from gnnperf.errors import DatasetError
@@ -22,14 +20,13 @@ from gnnperf.hardware.cpu_identity import signature_of_hw
 from gnnperf.measure.reference import aa_floor
 from gnnperf.store.folder import DatasetFolder
 from gnnperf.store.lines import KernelRecordLine, KernelRemeasureLine
-from gnnperf.store.shards import iter_lines, latest_records, shard_paths
-
-#: the name start of the kernel-folder shards that hold ``kernel_tuning`` lines, and only
-#: of those (see :class:`gnnperf.collect.kernels.tuning_collector.TuningCollector`)
-TUNING_SHARD_PREFIX = "tuning-"
-#: beside them: :func:`tuning_stats` of their runs and the shard sizes it was taken at,
-#: what ``gnnperf advise`` reads instead of every search's trace
-TUNING_SUMMARY = "tuning_summary.json"
+from gnnperf.store.shards import iter_lines, latest_records
+from gnnperf.store.tuning_summary import (
+    TUNING_SHARD_PREFIX,
+    TuningStats,
+    read_tuning_summary,
+    write_tuning_summary_file,
+)
 
 
 def _kernels_folder(root: str | os.PathLike[str] | DatasetFolder | None) -> Path:
@@ -367,40 +364,24 @@ def compose_database(runs: Iterable[TuningRun], budget: int) -> Any:
 
 
 def tuning_stats(root: str | os.PathLike[str] | DatasetFolder | None = None
-                 ) -> dict[str, dict[str, Any]]:
-    """:func:`tuning_stats_of` the stored runs, from the folder's :data:`TUNING_SUMMARY`
-    while it matches the tuning shards, else from the shards (about 15 s for 1,000 runs:
-    each line holds its search's trace), writing the summary for the next reader."""
+                 ) -> TuningStats:
+    """:func:`tuning_stats_of` the stored runs, from the folder's summary
+    (:mod:`gnnperf.store.tuning_summary`) while it matches the tuning shards, else from the
+    shards (about 15 s for 1,000 runs: each line holds its search's trace), writing the
+    summary for the next reader."""
     folder = _kernels_folder(root)
     if not folder.exists():
         return {}
-    stamp = _tuning_shard_stamp(folder)
-    try:
-        summary = json.loads((folder / TUNING_SUMMARY).read_text())
-        if summary.get("shards") == stamp:
-            return cast(dict[str, dict[str, Any]], summary["stats"])
-    except (OSError, ValueError, AttributeError, KeyError):
-        pass
-    return write_tuning_summary(folder, tuning_runs(root))
+    stored = read_tuning_summary(folder)
+    return stored if stored is not None else write_tuning_summary(folder, tuning_runs(root))
 
 
-def write_tuning_summary(folder: Path, runs: Iterable[TuningRun]) -> dict[str, dict[str, Any]]:
+def write_tuning_summary(folder: Path, runs: Iterable[TuningRun]) -> TuningStats:
     """Store :func:`tuning_stats_of` ``runs`` (every stored run of ``folder``) as its
-    :data:`TUNING_SUMMARY`, stamped with the tuning shards' names and sizes; returns the
-    stats. A folder that cannot be written keeps no summary (its readers recompute)."""
+    :data:`~gnnperf.store.tuning_summary.TUNING_SUMMARY`; returns the stats."""
     stats = tuning_stats_of(runs)
-    body = {"shards": _tuning_shard_stamp(folder), "stats": stats}
-    try:
-        write_text(folder / TUNING_SUMMARY, json.dumps(body, indent=1, sort_keys=True) + "\n")
-    except OSError:
-        pass
+    write_tuning_summary_file(folder, stats)
     return stats
-
-
-def _tuning_shard_stamp(folder: Path) -> list[list[Any]]:
-    """The tuning shards' names and sizes: a writer rewrites a shard whole on each line,
-    so any new run changes one."""
-    return [[p.name, p.stat().st_size] for p in shard_paths(folder, TUNING_SHARD_PREFIX)]
 
 
 def tuning_stats_of(runs: Iterable[TuningRun]) -> dict[str, dict[str, Any]]:

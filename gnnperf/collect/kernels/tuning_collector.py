@@ -37,7 +37,6 @@ from tqdm import tqdm
 
 from gnnperf import zoo
 from gnnperf.collect.kernels.database import (
-    TUNING_SHARD_PREFIX,
     compose_database,
     runs_at,
     stored_tuning,
@@ -71,6 +70,7 @@ from gnnperf.lowering.pipeline import lower
 from gnnperf.measure import MeasureSettings, WorkerPool, other_load, wait_for_quiet
 from gnnperf.store.folder import DatasetFolder
 from gnnperf.store.shards import ShardWriter
+from gnnperf.store.tuning_summary import TUNING_SHARD_PREFIX
 
 #: tuning lines per shard: a 256-trial run's line holds 256 traces (hundreds of KB)
 TUNING_LINES_PER_SHARD = 25

@@ -70,8 +70,16 @@ def booster_from_bytes(raw: bytes) -> Any:
 
 
 def booster_log_ms(booster: Any, x: np.ndarray) -> np.ndarray:
-    """Predicted log ms of each row of ``x`` (float32 predictions, as the trees give)."""
+    """Predicted log ms of each row of ``x`` (float32 predictions, as the trees give).
+
+    Each distinct row is predicted once: a batch repeats rows many times over (a
+    transformer's layers run the same kernels; ``advise`` encodes one lowered graph for
+    every build and thread count), and walking the trees costs more than finding them."""
     if not len(x):
         return np.zeros(0, dtype=np.float32)
-    return np.asarray(booster.inplace_predict(np.ascontiguousarray(x, dtype=np.float32)),
-                      dtype=np.float32)
+    rows = np.ascontiguousarray(x, dtype=np.float32)
+    # one opaque value per row: np.unique over them is 30 times faster than over axis 0
+    keys = rows.view(np.dtype((np.void, rows.itemsize * rows.shape[1]))).ravel()
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    pred = np.asarray(booster.inplace_predict(rows[first]), dtype=np.float32)
+    return pred[inverse.reshape(-1)]

@@ -80,6 +80,13 @@ def kernel_input_vector(node: KernelNode, trace_json: Any, hw: HardwareSpec) -> 
 CandidateMemo = dict[tuple[Any, ...], tuple[list[Any], list[list[float]]]]
 
 
+def hardware_key(hw: HardwareSpec) -> tuple[float, ...]:
+    """Every figure of ``hw`` a kernel row reads, in both its views (a serial kernel or
+    schedule reads the one-thread one): two specs with one key give the same rows."""
+    return (*hw.feature_vector(), *hw.serial_view().feature_vector(), hw.simd_width,
+            hw.threads, hw.l1d_kb, hw.l2_kb)
+
+
 def candidate_rows(node: KernelNode, hw: HardwareSpec, memo: CandidateMemo | None = None
                    ) -> list[list[float]]:
     """The kernel model's rows of a ``tuned`` kernel's candidate schedules (the kernel's
@@ -90,9 +97,7 @@ def candidate_rows(node: KernelNode, hw: HardwareSpec, memo: CandidateMemo | Non
     encoding pass, makes its rows once."""
     if memo is not None:
         # both views: each candidate reads the one its own schedule calls for
-        key = (id(node.candidates), node.struct_hash, *hw.feature_vector(),
-               *hw.serial_view().feature_vector(), hw.simd_width, hw.threads, hw.l1d_kb,
-               hw.l2_kb)
+        key = (id(node.candidates), node.struct_hash, *hardware_key(hw))
         hit = memo.get(key)
         if hit is not None:
             return hit[1]
