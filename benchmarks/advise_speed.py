@@ -5,7 +5,9 @@ model, every build and budget from one lowering per target and source).
   model's graphs are lowered and analysed, best-of's candidates drawn);
 - **warm**: the same command again, a fresh process once the cache holds the graphs
   (imports, checkpoint load, cache reads, encoding and the GNN: what a user who advises
-  on a model twice, or on a model whose kernels are known, waits);
+  on a model twice, or on a model whose kernels are known, waits), median of 3;
+- **imports**: a fresh process that only imports what a warm ``advise`` imports (PyTorch,
+  PyTorch Geometric, the predictor), median of 3: the part of warm no gnnperf code runs;
 - **in-process**: ``gnnperf.prediction.advise.advise`` called again in a process that has
   already advised once (median of 3), the import and checkpoint load excluded.
 
@@ -49,6 +51,16 @@ def _cli_seconds(onnx_path: Path, checkpoint: str | None) -> tuple[float, dict[s
     return time.perf_counter() - start, json.loads(done.stdout)
 
 
+#: what a warm ``advise`` process imports before it reads anything
+IMPORTS = "import gnnperf.cli, gnnperf.prediction.advise, gnnperf.estimators.gnn.predictor"
+
+
+def _import_seconds() -> float:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", IMPORTS], check=True, capture_output=True)
+    return time.perf_counter() - start
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--family", default="hf-bert-base")
@@ -75,7 +87,10 @@ def main() -> None:
             onnx_path = Path(tmp) / "model.onnx"
             zoo.export_onnx(zoo.sample_spec(args.family, args.seed), onnx_path)
             figures["cold_s"], answer = _cli_seconds(onnx_path, args.checkpoint)
-            figures["warm_s"], _ = _cli_seconds(onnx_path, args.checkpoint)
+            warm = [_cli_seconds(onnx_path, args.checkpoint)[0] for _ in range(3)]
+            figures["warm_s"] = statistics.median(warm)
+            figures["warm_runs_s"] = [round(w, 2) for w in warm]
+            figures["imports_s"] = statistics.median(_import_seconds() for _ in range(3))
             figures["rows"] = len(answer["rows"])
             figures["builds"] = sorted({r["build"] for r in answer["rows"]})
             figures["skipped"] = sorted(answer["skipped"])

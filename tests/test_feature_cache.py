@@ -40,6 +40,38 @@ def test_values_round_trip_and_processes_write_at_once(tmp_path: Path) -> None:
     assert len(cache) == 451
 
 
+def test_values_orjson_refuses_round_trip_too(tmp_path: Path) -> None:
+    cache = FeatureCache(tmp_path / "c.sqlite")
+    cache.put("t", "k", {"best_ms": float("inf"), "x": [1e-7, 3]})
+    assert cache.get("t", "k") == {"best_ms": float("inf"), "x": [1e-7, 3]}
+
+
+def test_a_model_file_is_hashed_again_once_it_changes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The digest that keys a model's cached graphs is kept across processes by the
+    file's path, inode, size and modification time; new bytes give a new digest."""
+    import hashlib
+    import os
+
+    from gnnperf.prediction import graphs
+
+    monkeypatch.setenv("GNNPERF_CACHE_DIR", str(tmp_path / "cache"))
+    model = tmp_path / "m.onnx"
+    model.write_bytes(b"one")
+    hashed: list[Path] = []
+    real = graphs.file_sha256
+    monkeypatch.setattr(graphs, "file_sha256", lambda p: hashed.append(p) or real(p))
+    assert graphs.model_digest(model) == hashlib.sha256(b"one").hexdigest()
+    assert graphs.model_digest(model) == hashlib.sha256(b"one").hexdigest()
+    assert len(hashed) == 1  # the second came from the cache
+    model.write_bytes(b"two")
+    os.utime(model, ns=(1, 1))  # even with a stale-looking time, the size moved
+    assert graphs.model_digest(model) == hashlib.sha256(b"two").hexdigest()
+    model.write_bytes(b"six")  # same size: the modification time tells
+    assert graphs.model_digest(model) == hashlib.sha256(b"six").hexdigest()
+    assert len(hashed) == 3
+
+
 def test_the_cache_is_bounded_and_forgets_the_least_recently_used(tmp_path: Path) -> None:
     cache = FeatureCache(tmp_path / "c.sqlite", max_entries=10)
     for i in range(15):

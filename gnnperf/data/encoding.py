@@ -4,6 +4,7 @@ dataflow edges, whole-model and per-kernel labels."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,9 +19,9 @@ from gnnperf.estimators.kernel.dataset import (
     hardware_key,
     kernel_input_vector,
 )
-from gnnperf.features import KernelGraph, KernelNode, node_feature_vector
+from gnnperf.features import KernelGraph, KernelNode, node_feature_names, node_feature_vector
 from gnnperf.features.graph import has_parallel_loop
-from gnnperf.features.schema import HARDWARE, build_vector
+from gnnperf.features.schema import HARDWARE, build_vector, kernel_feature_names
 from gnnperf.hardware.spec import HardwareSpec
 from gnnperf.lowering.build_config import BuildConfig
 from gnnperf.store.lines import RecordLine
@@ -30,43 +31,35 @@ from gnnperf.store.shards import is_v2
 
 @dataclass
 class EncodingMemo:
-    """Rows already made in one encoding pass. The graphs of one pass share node objects
-    (a lowered graph at each thread count and build ``advise`` asks for; the thread counts
-    of one record's graph), so a node's features are made once, its kernel-model row once
-    per hardware, and a workload's candidate rows once per hardware. The memo holds each
-    node it keys by ``id``, so no id is reused while it lives.
+    """Tables already made in one encoding pass. The graphs of one pass can share one node
+    list (``advise`` encodes a lowered graph at each build and thread count; the thread
+    counts of one record share its graph), so its node features are made once, its
+    kernel-model rows and candidate rows once per hardware, and a workload's candidate
+    rows once per hardware across graphs. Each table is kept with the node list it was
+    made from (keyed by its ``id``), so no id is reused while the memo lives.
 
-    ``per_node=False`` keeps the candidate rows only: for a pass over a dataset, whose
-    graphs are mostly distinct, per-node rows would hold every row of every graph."""
+    ``per_node=False`` keeps the workloads' candidate rows only: for a pass over a
+    dataset, whose graphs are mostly distinct, per-graph tables would hold every row."""
 
     per_node: bool = True
     candidates: CandidateMemo = field(default_factory=dict)
-    nodes: dict[tuple[int, int], tuple[KernelNode, list[float]]] = field(default_factory=dict)
-    kernels: dict[tuple[Any, ...], tuple[KernelNode, list[float]]] = field(
-        default_factory=dict)
+    tables: dict[tuple[Any, ...], tuple[object, np.ndarray]] = field(default_factory=dict)
 
-    def node_row(self, node: KernelNode, n_nodes: int) -> list[float]:
+    def table(self, key: tuple[Any, ...], nodes: list[KernelNode],
+              make: Callable[[], list[list[float]]], width: int) -> np.ndarray:
+        """The float32 table ``make`` gives for ``nodes``, made once per ``key``."""
         if not self.per_node:
-            return node_feature_vector(node, n_nodes)
-        key = (id(node), n_nodes)
-        if key not in self.nodes:
-            self.nodes[key] = (node, node_feature_vector(node, n_nodes))
-        return self.nodes[key][1]
-
-    def kernel_row(self, node: KernelNode, hw: HardwareSpec, hw_key: tuple[Any, ...]
-                   ) -> list[float]:
-        if not self.per_node:
-            return kernel_input_vector(node, node.schedule_trace, hw)
-        key = (id(node), *hw_key)
-        if key not in self.kernels:
-            self.kernels[key] = (node, kernel_input_vector(node, node.schedule_trace, hw))
-        return self.kernels[key][1]
+            return _float32(make(), width)
+        full = (*key, id(nodes))
+        if full not in self.tables:
+            self.tables[full] = (nodes, _float32(make(), width))
+        return self.tables[full][1]
 
 
-def _floats(rows: list[list[float]], width: int) -> torch.Tensor:
-    """``rows`` as a float32 tensor (through NumPy: ``torch.tensor`` walks nested lists
-    several times slower, and both round each value to float32 alike)."""
-    return torch.from_numpy(np.asarray(rows, dtype=np.float32).reshape(len(rows), width))
+def _float32(rows: list[list[float]], width: int) -> np.ndarray:
+    """``rows`` as float32 (NumPy walks nested lists several times faster than
+    ``torch.tensor``; both round each value to float32 alike)."""
+    return np.asarray(rows, dtype=np.float32).reshape(len(rows), width)
 
 
 def graph_to_data(graph: KernelGraph, hw: HardwareSpec, build: str | None = None,
@@ -76,20 +69,23 @@ def graph_to_data(graph: KernelGraph, hw: HardwareSpec, build: str | None = None
     ``build`` defaults to the graph's own (operator graphs carry none and must pass it).
     ``memo``: shared by the graphs of one encoding pass (:class:`EncodingMemo`).
     """
-    n = len(graph.nodes)
+    nodes = graph.nodes
+    n = len(nodes)
     if n == 0:
         raise DatasetError("a kernel graph without kernels cannot be encoded")
     memo = memo if memo is not None else EncodingMemo()
+    features = memo.table(("nodes", n), nodes,
+                          lambda: [node_feature_vector(node, n) for node in nodes],
+                          len(node_feature_names()))
     # a kernel without a parallel loop runs on one core at any thread count: it reads the
     # one-thread view of the hardware, so serial kernels (every kernel of a ``default``
     # build) cost the same at 1 and N threads by construction
-    serial_hw = hw.serial_view()
-    node_hw = [hw if node.parallel else serial_hw for node in graph.nodes]
-    build_columns = build_vector(build or graph.build)
-    vectors = {id(h): build_columns + h.feature_vector() for h in (hw, serial_hw)}
-    rows = [memo.node_row(node, n) + vectors[id(h)]
-            for node, h in zip(graph.nodes, node_hw, strict=True)]
-    x = _floats(rows, len(rows[0]))
+    parallel = np.array([node.parallel for node in nodes], dtype=bool)[:, None]
+    tails = np.where(parallel, np.asarray(hw.feature_vector(), dtype=np.float32),
+                     np.asarray(hw.serial_view().feature_vector(), dtype=np.float32))
+    build_columns = np.asarray(build_vector(build or graph.build), dtype=np.float32)
+    x = torch.from_numpy(np.concatenate(
+        [features, np.broadcast_to(build_columns, (n, len(build_columns))), tails], axis=1))
     if graph.edges:
         edge_index = torch.tensor([[a for a, _, _ in graph.edges], [b for _, b, _ in graph.edges]],
                                   dtype=torch.long)
@@ -103,18 +99,21 @@ def graph_to_data(graph: KernelGraph, hw: HardwareSpec, build: str | None = None
     # a measured schedule (tir kernels only; builtins are data movement it never saw)
     # (each row takes the serial view itself where its kernel or candidate is serial)
     hw_key = hardware_key(hw) if memo.per_node else ()
-    kernel_rows = [memo.kernel_row(node, hw, hw_key) for node in graph.nodes]
-    x_kernel = _floats(kernel_rows, len(kernel_rows[0]))
+    width = len(kernel_feature_names())
+    x_kernel = torch.from_numpy(memo.table(
+        ("kernels", *hw_key), nodes,
+        lambda: [kernel_input_vector(node, node.schedule_trace, hw) for node in nodes], width))
     # a searched kernel's candidate schedules (best-of:S: the S it was picked from;
     # tuned:N: the design space the search starts from), each row naming its kernel (PyG
     # shifts an ``*_index`` attribute by the nodes before it when it batches graphs)
-    candidates = [(node.index, row, cand) for node in graph.nodes if searched
-                  for row, cand in zip(candidate_rows(node, hw, memo.candidates),
-                                       node.candidates, strict=True)]
-    x_candidates = _floats([row for _, row, _ in candidates], x_kernel.shape[1])
+    candidates = [(node.index, cand) for node in nodes if searched for cand in node.candidates]
+    x_candidates = torch.from_numpy(memo.table(
+        ("candidates", *hw_key), nodes,
+        lambda: [row for node in nodes for row in candidate_rows(node, hw, memo.candidates)],
+        width) if candidates else np.zeros((0, width), dtype=np.float32))
     return Data(x=x, edge_index=edge_index, edge_attr=edge_attr, num_nodes=n,
                 x_kernel=x_kernel, x_candidates=x_candidates,
-                candidates_node_index=torch.tensor([i for i, _, _ in candidates],
+                candidates_node_index=torch.tensor([i for i, _ in candidates],
                                                    dtype=torch.long),
                 kernel_model_mask=torch.tensor([node.kind == "tir" for node in graph.nodes]),
                 kernel_tuned=torch.full((n,), searched, dtype=torch.bool),
@@ -123,7 +122,7 @@ def graph_to_data(graph: KernelGraph, hw: HardwareSpec, build: str | None = None
                                          dtype=torch.bool),
                 candidates_serial=torch.tensor(
                     [not has_parallel_loop(cand["features"]["loops"])
-                     for _, _, cand in candidates], dtype=torch.bool))
+                     for _, cand in candidates], dtype=torch.bool))
 
 
 def with_hardware(data: Data, hw: HardwareSpec) -> Data:

@@ -30,6 +30,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from gnnperf import __version__
 from gnnperf.hardware.spec import cache_dir
 
@@ -67,6 +69,15 @@ def code_version() -> str:
     return h.hexdigest()[:16]
 
 
+def _loads(text: str) -> Any:
+    """JSON as :func:`json.dumps` wrote it: orjson (twice as fast on a cached graph), or
+    the standard parser for the values orjson refuses (``Infinity``, ``NaN``)."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
+
+
 class FeatureCache:
     """Values (JSON) by (table, key), least recently used dropped beyond ``max_entries``."""
 
@@ -97,7 +108,7 @@ class FeatureCache:
             return None
         db.execute("UPDATE entries SET used=? WHERE tab=? AND key=?",
                    (time.time(), table, f"{code_version()}|{key}"))
-        return json.loads(row[0])
+        return _loads(row[0])
 
     def put(self, table: str, key: str, value: Any) -> None:
         db = self._db()

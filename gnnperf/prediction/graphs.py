@@ -16,7 +16,7 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeGuard
 
 from gnnperf.digest import file_sha256
 from gnnperf.features import KernelGraph
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 ModelSource: TypeAlias = "str | os.PathLike[str] | onnx.ModelProto"
 
 
-def is_onnx_proto(model: object) -> bool:
+def is_onnx_proto(model: object) -> TypeGuard[onnx.ModelProto]:
     """Whether ``model`` is an in-memory ONNX model. Answered without importing ``onnx``
     (a second of a warm prediction's start-up, most of it ``ml_dtypes``): a process that
     never imported it holds no ``ModelProto``."""
@@ -38,13 +38,24 @@ def is_onnx_proto(model: object) -> bool:
 
 
 def model_digest(model: ModelSource) -> str:
-    """SHA-256 of the model's bytes (a file's read once per process while unchanged:
-    ``advise`` looks one model up once per build and target)."""
+    """SHA-256 of the model's bytes. A file's is kept in the feature cache by its resolved
+    path, inode, size and modification time (hashing a BERT-base file, 440 MB, is half a
+    second of every warm ``advise``), so an edited or replaced file is hashed again."""
     if is_onnx_proto(model):
         return hashlib.sha256(model.SerializeToString()).hexdigest()
-    if not Path(model).is_file():
+    path = Path(model).resolve()
+    if not path.is_file():
         return hashlib.sha256(b"").hexdigest()
-    return file_sha256(model)
+    cache = default_cache()
+    if cache is None:
+        return file_sha256(path)
+    st = path.stat()
+    key = f"{path}|{st.st_ino}|{st.st_size}|{st.st_mtime_ns}"
+    digest = cache.get("file_sha256", key)
+    if digest is None:
+        digest = file_sha256(path)
+        cache.put("file_sha256", key, digest)
+    return str(digest)
 
 
 def graph_key(model: ModelSource, hw: HardwareSpec, build: str,
