@@ -66,7 +66,7 @@ def _by_budget(results: View) -> dict[str, dict[str, dict[str, float]]]:
             for b in budgets}
 
 
-def _within_share(values: Sequence[float], tolerance: float) -> float:
+def within_share(values: Sequence[float], tolerance: float) -> float:
     """The share (%) of ``values`` (relative errors) at most ``tolerance``; exactly at it
     counts as within (1.05 / 1.0 - 1 is a hair above 0.05 in floats)."""
     return float((np.array(values) <= tolerance + 1e-9).mean() * 100)
@@ -105,7 +105,7 @@ def tuning_gain(view: View, method: str = "gnn") -> dict[str, Any] | None:
                             float(abs(ratio - 1)))
     if not errors:
         return None
-    return {k: {"pairs": len(v), "within_share": _within_share(v, GAIN_TOLERANCE),
+    return {k: {"pairs": len(v), "within_share": within_share(v, GAIN_TOLERANCE),
                 "median_error": float(np.median(v) * 100)} for k, v in sorted(errors.items())}
 
 
@@ -218,7 +218,7 @@ def thread_invariance(view: View, method: str = "gnn") -> dict[str, Any] | None:
         return None
 
     def share(values: list[float]) -> float:
-        return _within_share(values, THREAD_INVARIANCE_TOLERANCE)
+        return within_share(values, THREAD_INVARIANCE_TOLERANCE)
 
     out = {"groups": len(spreads), "across_records_within_share": share(spreads),
            "across_records_worst_spread": float(max(spreads) * 100),
