@@ -18,9 +18,15 @@ def _sha256(path: str, inode: int, size: int, mtime_ns: int) -> str:
     return digest.hexdigest()
 
 
-def file_sha256(path: str | os.PathLike[str]) -> str:
-    """SHA-256 (hex) of the file's bytes, memoised by its resolved path, inode, size and
-    modification time, so an edited or replaced file is hashed again."""
+def file_identity(path: str | os.PathLike[str]) -> tuple[str, int, int, int]:
+    """The file's resolved path, inode, size and modification time: while they hold, so do
+    its bytes (what a memoised digest is keyed by, here and in the feature cache)."""
     resolved = Path(path).resolve()
     st = resolved.stat()
-    return _sha256(str(resolved), st.st_ino, st.st_size, st.st_mtime_ns)
+    return str(resolved), st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """SHA-256 (hex) of the file's bytes, memoised by :func:`file_identity`, so an edited
+    or replaced file is hashed again."""
+    return _sha256(*file_identity(path))

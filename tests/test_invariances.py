@@ -105,20 +105,27 @@ def test_more_batch_is_never_predicted_faster_in_a_default_build(
 
 
 def test_one_memo_encodes_shared_nodes_as_a_fresh_encoding_does(
-        two_threads: HardwareSpec, tiny_graph) -> None:  # noqa: ANN001
+        two_threads: HardwareSpec, cnn_onnx: Path) -> None:
     """``advise`` encodes one lowered graph for every build and thread count with one
-    :class:`EncodingMemo`: each item must equal the graph encoded alone."""
+    :class:`EncodingMemo`: each item must equal the graph encoded alone, candidate
+    schedules included."""
     from dataclasses import replace
 
     from gnnperf.data.encoding import EncodingMemo
+    from gnnperf.prediction.graphs import lower_for_prediction
 
-    graph = tiny_graph("mobilenet", "sampled:0")
+    graph = lower_for_prediction(cnn_onnx, two_threads, "best-of:16")
+    assert any(node.candidates for node in graph.nodes)
     memo = EncodingMemo()
     for hw in (two_threads, two_threads.serial_view(), two_threads):
-        for build in ("sampled:0", "default", "sampled:0"):
+        for build in ("best-of:16", "default", "tuned:64", "best-of:16"):
             shared = graph_to_data(replace(graph, build=build), hw, memo=memo)
             alone = graph_to_data(replace(graph, build=build), hw)
-            for name in ("x", "x_kernel", "x_candidates", "edge_index", "edge_attr",
-                         "node_serial", "kernel_tuned"):
+            for name in ("x", "x_kernel", "x_candidates", "candidates_node_index",
+                         "candidates_serial", "edge_index", "edge_attr", "node_serial",
+                         "kernel_tuned"):
                 assert torch.equal(shared[name], alone[name]), name
-    assert len(memo.tables) == 3  # features once, kernel rows once per hardware (2)
+            assert len(shared.x_candidates) == (0 if build == "default" else sum(
+                len(node.candidates) for node in graph.nodes))
+    # features once; kernel rows and candidate rows once per hardware (2)
+    assert len(memo.tables) == 5

@@ -213,8 +213,8 @@ def test_trees_predict_every_schedule_time_and_travel_in_every_state_dict(
         _, got = model.node_outputs(x, tuned, x[5:8], owner)
     assert np.allclose(got[1:].numpy(), expected[1:])
     assert float(got[0]) == pytest.approx(float(expected[5:8].min() + model.tuned_offset))
-    # a batch that repeats rows (a model's layers, advise's builds) predicts each distinct
-    # row once, and every row as the trees would alone
+    # a batch that repeats rows (a model's layers, advise's builds), whose distinct rows
+    # the trees predict once, gives every row what the trees give it alone
     order = np.random.default_rng(1).integers(0, len(table.x), size=3 * len(table.x))
     repeated = table.x[order]
     alone = np.asarray(trees.inplace_predict(repeated), dtype=np.float32)

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeGuard
 
-from gnnperf.digest import file_sha256
+from gnnperf.digest import file_identity, file_sha256
 from gnnperf.features import KernelGraph
 from gnnperf.features.cache import default_cache, target_key
 from gnnperf.hardware.spec import HardwareSpec
@@ -38,8 +38,8 @@ def is_onnx_proto(model: object) -> TypeGuard[onnx.ModelProto]:
 
 
 def model_digest(model: ModelSource) -> str:
-    """SHA-256 of the model's bytes. A file's is kept in the feature cache by its resolved
-    path, inode, size and modification time (hashing a BERT-base file, 440 MB, is half a
+    """SHA-256 of the model's bytes. A file's is kept in the feature cache by its
+    :func:`~gnnperf.digest.file_identity` (hashing a BERT-base file, 440 MB, is half a
     second of every warm ``advise``), so an edited or replaced file is hashed again."""
     if is_onnx_proto(model):
         return hashlib.sha256(model.SerializeToString()).hexdigest()
@@ -49,8 +49,7 @@ def model_digest(model: ModelSource) -> str:
     cache = default_cache()
     if cache is None:
         return file_sha256(path)
-    st = path.stat()
-    key = f"{path}|{st.st_ino}|{st.st_size}|{st.st_mtime_ns}"
+    key = "|".join(map(str, file_identity(path)))
     digest = cache.get("file_sha256", key)
     if digest is None:
         digest = file_sha256(path)

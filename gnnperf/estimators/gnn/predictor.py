@@ -39,6 +39,7 @@ from gnnperf.lowering.build_config import BuildConfig
 # command-line user who predicts or advises waits for that. Frozen objects are skipped
 # (memory goes back to the OS at exit anyway).
 atexit.register(gc.freeze)
+
 # Reference-kernel times (log2 ms) within a factor of 2 of the training range are not out of
 # distribution: on one CPU at one thread count the dataset's own medians span up to 1.67
 # (stream, 2 threads, Zen 4), and a small training set sees only a sliver of that drift.
