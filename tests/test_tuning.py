@@ -211,6 +211,22 @@ def test_tuning_stats_are_read_from_the_summary_while_it_matches_the_shards(
     again = database.tuning_stats(tmp_path)
     assert len(reads) == 2 and again[h]["by_budget"]["64"]["minutes_per_workload"] == 2.0
     assert database.tuning_stats(tmp_path) == again and len(reads) == 2
+    # advise finds the summary stale once, and recomputes without reading it a second time
+    writer.append(_stored("c", 64, [4.0] * 64, minutes=5.0, hw_id=h).to_line(hw, "m", "k", {}))
+    writer.close()
+    from gnnperf.prediction import advise as advise_module
+    from gnnperf.store import tuning_summary
+
+    summary_reads: list[Path] = []
+    real_read = tuning_summary.read_tuning_summary
+    monkeypatch.setattr(database, "read_tuning_summary",
+                        lambda folder: summary_reads.append(folder) or real_read(folder))
+    monkeypatch.setattr(advise_module, "read_tuning_summary",
+                        lambda folder: summary_reads.append(folder) or real_read(folder))
+    third = advise_module._tuning_costs(tmp_path)
+    assert third[h]["by_budget"]["64"]["minutes_per_workload"] == 3.0
+    assert len(summary_reads) == 1 and len(reads) == 3
+    assert advise_module._tuning_costs(tmp_path) == third and len(reads) == 3
 
 
 def test_a_collector_measures_its_budget_and_the_smaller_ones_its_runs_hold() -> None:

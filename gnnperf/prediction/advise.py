@@ -206,13 +206,13 @@ def _at(base: HardwareSpec, isa: str, threads: int) -> HardwareSpec | str:
 def _tuning_costs(root: str | os.PathLike[str] | None) -> TuningStats:
     """The tuning runs' statistics of ``root``'s kernel folder: its stored summary (no
     search trace read, no TVM imported), else computed from the runs and stored
-    (:func:`~gnnperf.collect.kernels.database.tuning_stats`)."""
+    (:func:`~gnnperf.collect.kernels.database.refresh_tuning_summary`)."""
     stored = read_tuning_summary(DatasetFolder.resolve(root).kernels)
     if stored is not None:
         return stored
-    from gnnperf.collect.kernels.database import tuning_stats  # TVM loads here
+    from gnnperf.collect.kernels.database import refresh_tuning_summary  # TVM loads here
 
-    return tuning_stats(root)
+    return refresh_tuning_summary(root)
 
 
 def _cost_at(costs: TuningStats, spec: HardwareSpec, trials: int

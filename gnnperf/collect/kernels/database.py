@@ -369,11 +369,18 @@ def tuning_stats(root: str | os.PathLike[str] | DatasetFolder | None = None
     (:mod:`gnnperf.store.tuning_summary`) while it matches the tuning shards, else from the
     shards (about 15 s for 1,000 runs: each line holds its search's trace), writing the
     summary for the next reader."""
+    stored = read_tuning_summary(_kernels_folder(root))
+    return stored if stored is not None else refresh_tuning_summary(root)
+
+
+def refresh_tuning_summary(root: str | os.PathLike[str] | DatasetFolder | None = None
+                           ) -> TuningStats:
+    """Compute the folder's tuning stats from its shards and store them as its summary,
+    without reading the (stale or absent) summary first: the caller already did."""
     folder = _kernels_folder(root)
     if not folder.exists():
         return {}
-    stored = read_tuning_summary(folder)
-    return stored if stored is not None else write_tuning_summary(folder, tuning_runs(root))
+    return write_tuning_summary(folder, tuning_runs(root))
 
 
 def write_tuning_summary(folder: Path, runs: Iterable[TuningRun]) -> TuningStats:
