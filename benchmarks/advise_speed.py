@@ -9,7 +9,11 @@ model, every build and budget from one lowering per target and source).
 - **imports**: a fresh process that only imports what a warm ``advise`` imports (PyTorch,
   PyTorch Geometric, the predictor), median of 3: the part of warm no gnnperf code runs;
 - **in-process**: ``gnnperf.prediction.advise.advise`` called again in a process that has
-  already advised once (median of 3), the import and checkpoint load excluded.
+  already advised once (median of 3), the import and checkpoint load excluded;
+- **served**: the warm command again while ``gnnperf serve`` listens (median of 3): the
+  command line hands it to the resident server, which forks a worker that already holds
+  the imports and the checkpoint; **serve start** is the server's own start (imports and
+  checkpoint load, paid once per server).
 
     python benchmarks/advise_speed.py [--family hf-bert-base] [--seed 0]
         [--checkpoint checkpoints/gnnperf.pt] [--out benchmarks/advise_speed.json]
@@ -41,14 +45,47 @@ from gnnperf.prediction.advise import advise
 from gnnperf.prediction.graphs import lower_for_prediction
 
 
-def _cli_seconds(onnx_path: Path, checkpoint: str | None) -> tuple[float, dict[str, Any]]:
-    """Wall time of ``gnnperf advise --json`` in a fresh interpreter, and its answer."""
+def _cli_seconds(onnx_path: Path, checkpoint: str | None,
+                 server: str = "off") -> tuple[float, dict[str, Any]]:
+    """Wall time of ``gnnperf advise --json`` in a fresh interpreter, and its answer; the
+    command goes to the ``gnnperf serve`` listening at ``server`` unless it is ``off``."""
     command = [sys.executable, "-m", "gnnperf", "advise", str(onnx_path), "--json"]
     if checkpoint:
         command += ["--checkpoint", checkpoint]
     start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    done = subprocess.run(command, capture_output=True, text=True, check=True,
+                          env={**os.environ, "GNNPERF_SERVER": server})
     return time.perf_counter() - start, json.loads(done.stdout)
+
+
+def _served_seconds(onnx_path: Path, checkpoint: str | None, folder: Path,
+                    expected: dict[str, Any]) -> tuple[float, list[float]]:
+    """The server's start (until it listens) and the warm command's wall time while it
+    listens (3 runs); each served answer must equal the local one."""
+    path = folder / "serve.sock"
+    command = [sys.executable, "-m", "gnnperf", "serve", "--socket", str(path)]
+    if checkpoint:
+        command += ["--checkpoint", checkpoint]
+    start = time.perf_counter()
+    server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True)
+    try:
+        assert server.stdout is not None
+        line = server.stdout.readline()
+        if "serving" not in line:
+            raise SystemExit(f"gnnperf serve did not start: {line}{server.stdout.read()}")
+        started = time.perf_counter() - start
+        runs = []
+        for _ in range(3):
+            seconds, answer = _cli_seconds(onnx_path, checkpoint, server=str(path))
+            if [r["latency_ms"] for r in answer["rows"]] != [
+                    r["latency_ms"] for r in expected["rows"]]:
+                raise SystemExit("a served answer differs from the local one")
+            runs.append(seconds)
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    return started, runs
 
 
 #: what a warm ``advise`` process imports before it reads anything
@@ -91,6 +128,10 @@ def main() -> None:
             figures["warm_s"] = statistics.median(warm)
             figures["warm_runs_s"] = [round(w, 2) for w in warm]
             figures["imports_s"] = statistics.median(_import_seconds() for _ in range(3))
+            figures["serve_start_s"], served = _served_seconds(
+                onnx_path, args.checkpoint, Path(tmp), answer)
+            figures["served_s"] = statistics.median(served)
+            figures["served_runs_s"] = [round(s, 2) for s in served]
             figures["rows"] = len(answer["rows"])
             figures["builds"] = sorted({r["build"] for r in answer["rows"]})
             figures["skipped"] = sorted(answer["skipped"])

@@ -26,7 +26,7 @@ from typing import Any
 
 from gnnperf.atomic import write_text
 from gnnperf.collect.kernels.database import runs_at, tuning_runs, tuning_stats
-from gnnperf.collect.kernels.tuning import TUNING_BUDGETS, TuningRun
+from gnnperf.collect.kernels.tuning_run import TUNING_BUDGETS, TuningRun
 from gnnperf.store.folder import DatasetFolder
 from gnnperf.store.shards import is_v2, iter_lines, latest_records
 

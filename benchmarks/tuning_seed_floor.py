@@ -17,21 +17,32 @@ Prints the median absolute difference, the share within 10%, the mean absolute
 percentage difference (the MAPE one seed scores as a prediction of the other), and the
 gain of tuning one seed implies scored against the other's as the benchmark scores a
 predicted gain (the share within 15%: issue 47's target is 80%).
+
+Then the held-out folds' GNN (``--folds``: the runs ``benchmarks/held_out_folds.py``
+reads) on its test records that the other seed also labelled: its ``tuned:N`` MAPE and
+its predicted gain of tuning, scored against the dataset's draw and against the
+geometric mean of both draws (a label with half the search's variance), with the
+report's own scoring (:func:`gnnperf.bench.report.figures.tuning_gain`).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import math
 import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from gnnperf.atomic import write_text
-from gnnperf.bench.report.figures import GAIN_TOLERANCE, within_share
+from gnnperf.bench.report.figures import GAIN_TOLERANCE, tuning_gain, within_share
+from gnnperf.bench.results import SplitResult
 from gnnperf.collect.kernels.database import runs_at, tuning_runs
-from gnnperf.collect.kernels.tuning import TUNING_BUDGETS
+from gnnperf.collect.kernels.tuning_run import TUNING_BUDGETS
 from gnnperf.store.folder import DatasetFolder
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -80,8 +91,20 @@ def spread(pairs: dict[Any, tuple[float, float]]) -> dict[str, Any] | None:
             "min_ratio": round(min(ratios), 4), "max_ratio": round(max(ratios), 4)}
 
 
+def per_hardware(pairs: dict[tuple[str, str, Any], tuple[float, float]]
+                 ) -> dict[str, dict[str, Any] | None]:
+    """:func:`spread` of each hardware id's pairs (a CPU's search and noise are its own),
+    and of all of them together under ``all`` when there are several."""
+    out: dict[str, dict[str, Any] | None] = {}
+    for hw_id in sorted({k[1] for k in pairs}):
+        out[hw_id] = spread({k: v for k, v in pairs.items() if k[1] == hw_id})
+    if len(out) > 1:
+        out["all"] = spread(pairs)
+    return out
+
+
 def compare(root: DatasetFolder, other: DatasetFolder) -> dict[str, Any]:
-    """Whole-model and per-kernel seed-to-seed spread, per budget."""
+    """Whole-model and per-kernel seed-to-seed spread, per budget and hardware id."""
     mine_w, other_w = tuned_whole_ms(root), tuned_whole_ms(other)
     # per kernel, the budgets the other folder's searches ran at (a search that ran out of
     # candidates early "holds" every budget, and would be counted at each)
@@ -90,12 +113,38 @@ def compare(root: DatasetFolder, other: DatasetFolder) -> dict[str, Any]:
     out: dict[str, Any] = {"whole_model": {}, "per_kernel": {}, "models": {}}
     for build in sorted({k[2] for k in other_w}):
         pairs = {k: (mine_w[k], other_w[k]) for k in other_w if k[2] == build and k in mine_w}
-        out["whole_model"][build] = spread(pairs)
+        out["whole_model"][build] = per_hardware(pairs)
         out["models"][build] = {f"{m}|{hw}": round(o / s, 4)
                                 for (m, hw, _), (s, o) in sorted(pairs.items())}
     for budget in sorted({k[2] for k in other_k}):
         pairs = {k: (mine_k[k], other_k[k]) for k in other_k if k[2] == budget and k in mine_k}
-        out["per_kernel"][f"tuned:{budget}"] = spread(pairs)
+        out["per_kernel"][f"tuned:{budget}"] = per_hardware(pairs)
+    return out
+
+
+def against_two_seeds(result: SplitResult,
+                      other_w: dict[tuple[str, str, str], float]) -> dict[str, Any] | None:
+    """One fold run's GNN on the (model, hardware id) pairs whose ``tuned:N`` test records
+    the other seed also labelled (their untuned records kept for the gain): scored against
+    the dataset's draw and against the geometric mean of both draws."""
+    keys = [tuple(k.split("|")) for k in result.test["key"]]
+    twice = {i for i, k in enumerate(keys) if k[2].startswith("tuned:") and k in other_w}
+    pairs = {keys[i][:2] for i in twice}
+    mask = np.array([i in twice or (k[:2] in pairs and not k[2].startswith("tuned:"))
+                     for i, k in enumerate(keys)])
+    if not twice or "gnn" not in result.methods:
+        return None
+    pred = result.methods["gnn"].pred_ms
+    drawn = result.true_ms
+    mean = drawn.copy()
+    for i in twice:
+        mean[i] = math.sqrt(drawn[i] * other_w[keys[i]])
+    out: dict[str, Any] = {"fold": result.run.holdout, "records": len(twice)}
+    for name, labels in (("dataset_draw", drawn), ("two_seed_mean", mean)):
+        scored = dataclasses.replace(result, test={**result.test, "true_ms": labels.tolist()})
+        off = [abs(pred[i] / labels[i] - 1) for i in sorted(twice)]
+        out[name] = {"tuned_mape_pct": round(100 * statistics.fmean(off), 2),
+                     "tuning_gain": tuning_gain([(scored, scored.methods, mask)])}
     return out
 
 
@@ -106,21 +155,45 @@ def main() -> int:
                         help="a dataset folder whose runs used another search seed")
     parser.add_argument("--out", default="benchmarks/tuning_seed_floor.json",
                         help="where the figures go (JSON)")
+    parser.add_argument("--folds", type=Path, default=Path("benchmarks/held_out"),
+                        help="a bench folder whose held-out-architecture runs to score")
     args = parser.parse_args()
-    figures = compare(DatasetFolder.resolve(args.root), DatasetFolder.resolve(args.other))
+    other = DatasetFolder.resolve(args.other)
+    figures = compare(DatasetFolder.resolve(args.root), other)
+    other_w = tuned_whole_ms(other)
+    figures["gnn_against_two_seeds"] = {}
+    for path in sorted(args.folds.glob("runs/*/held_out_architectures-*.json")):
+        scored = against_two_seeds(SplitResult.from_dict(json.loads(path.read_text())),
+                                   other_w)
+        if scored is not None:
+            name = f"{path.parent.name}/{path.name}"
+            figures["gnn_against_two_seeds"][name] = scored
+            for label in ("dataset_draw", "two_seed_mean"):
+                gain = scored[label]["tuning_gain"] or {}
+                shares = ", ".join(f"{k} {v['within_share']:.0f}% of {v['pairs']}"
+                                   for k, v in gain.items())
+                print(f"GNN {name} vs {label}: {scored['records']} tuned records, MAPE "
+                      f"{scored[label]['tuned_mape_pct']:.1f}%; gain within "
+                      f"{100 * GAIN_TOLERANCE:.0f}%: "
+                      + (shares or "no untuned test record of those models there"))
     for level in ("whole_model", "per_kernel"):
-        for build, row in figures[level].items():
-            if row is None:
-                print(f"{level:<12} {build:<10} no pair measured in both folders")
-                continue
-            print(f"{level:<12} {build:<10} {row['pairs']:>4} pairs: median |diff| "
-                  f"{row['median_abs_diff_pct']:.1f}%, MAPE {row['mape_pct']:.1f}%, "
-                  f"{row['within_10pct']:.0f}% within 10% (ratios {row['min_ratio']:.2f}-"
-                  f"{row['max_ratio']:.2f}x, median {row['median_ratio']:.2f}x); the gain "
-                  f"of tuning it implies: {row['gain_within_tolerance_pct']:.0f}% within "
-                  f"{100 * GAIN_TOLERANCE:.0f}% (median error {row['gain_median_error_pct']:.1f}%)")
+        for build, rows in figures[level].items():
+            for hw_id, row in rows.items():
+                _print_row(f"{level:<12} {build:<10} {hw_id}", row)
     write_text(Path(args.out), json.dumps(figures, indent=1) + "\n")
     return 0
+
+
+def _print_row(label: str, row: dict[str, Any] | None) -> None:
+    if row is None:
+        print(f"{label}: no pair measured in both folders")
+        return
+    print(f"{label}: {row['pairs']:>4} pairs: median |diff| "
+          f"{row['median_abs_diff_pct']:.1f}%, MAPE {row['mape_pct']:.1f}%, "
+          f"{row['within_10pct']:.0f}% within 10% (ratios {row['min_ratio']:.2f}-"
+          f"{row['max_ratio']:.2f}x, median {row['median_ratio']:.2f}x); the gain "
+          f"of tuning it implies: {row['gain_within_tolerance_pct']:.0f}% within "
+          f"{100 * GAIN_TOLERANCE:.0f}% (median error {row['gain_median_error_pct']:.1f}%)")
 
 
 if __name__ == "__main__":

@@ -142,6 +142,7 @@ def _hardware_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
 
     cache = tmp_path_factory.mktemp("cache")
     os.environ["GNNPERF_CACHE_DIR"] = str(cache)
+    os.environ["GNNPERF_SERVER"] = "off"  # a user's `gnnperf serve` answers no test
     cpu_id = HardwareSpec.local(supported_isas()[0], 1, measure=False).cpu_id
     hardware, reference = {}, {}
     for level, isa in enumerate(supported_isas()):

@@ -115,7 +115,7 @@ def test_tuned_budgets_are_advised_with_their_tuning_time(
     budget."""
     here = HardwareSpec.local("x86-64-v3", 1, measure=False).record_hw_id
     monkeypatch.setattr(
-        "gnnperf.prediction.advise._tuning_costs",
+        "gnnperf.prediction.advise.tuning_stats",
         lambda root: {here: {"by_budget": {"64": {"minutes_per_workload": 0.5}}}})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

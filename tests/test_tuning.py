@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from gnnperf.collect.kernels.tuning import TuningRun, tune_workload
+from gnnperf.collect.kernels.tuning import tune_workload
+from gnnperf.collect.kernels.tuning_run import TuningRun
 from gnnperf.errors import GnnperfError
 
 
@@ -109,7 +112,7 @@ def test_a_run_is_stored_as_one_line_and_read_back_the_same() -> None:
 
 
 def test_which_budgets_a_run_holds() -> None:
-    from gnnperf.collect.kernels.tuning import tuning_key
+    from gnnperf.collect.kernels.tuning_run import tuning_key
 
     long = _stored("w", 256, [1.0] * 256)
     assert all(long.covers(b) for b in (64, 128, 256)) and not long.covers(16)
@@ -198,9 +201,7 @@ def test_tuning_stats_are_read_from_the_summary_while_it_matches_the_shards(
     writer = ShardWriter(tmp_path / "kernels", "tuning-test")
     writer.append(_stored("a", 64, [4.0] * 64, minutes=1.0, hw_id=h).to_line(hw, "m", "k", {}))
     reads: list[Path] = []
-    real = database.stored_tuning
-    monkeypatch.setattr(database, "stored_tuning",
-                        lambda folder: reads.append(folder) or real(folder))
+    monkeypatch.setattr(database, "stored_tuning", _counted(database.stored_tuning, reads))
     assert not (tmp_path / "kernels" / TUNING_SUMMARY).exists()
     first = database.tuning_stats(tmp_path)
     assert first[h]["by_budget"]["64"]["minutes_per_workload"] == 1.0 and len(reads) == 1
@@ -211,22 +212,24 @@ def test_tuning_stats_are_read_from_the_summary_while_it_matches_the_shards(
     again = database.tuning_stats(tmp_path)
     assert len(reads) == 2 and again[h]["by_budget"]["64"]["minutes_per_workload"] == 2.0
     assert database.tuning_stats(tmp_path) == again and len(reads) == 2
-    # advise finds the summary stale once, and recomputes without reading it a second time
+    # a stale summary is read once, then recomputed from the shards without a second read
     writer.append(_stored("c", 64, [4.0] * 64, minutes=5.0, hw_id=h).to_line(hw, "m", "k", {}))
     writer.close()
-    from gnnperf.prediction import advise as advise_module
-    from gnnperf.store import tuning_summary
-
     summary_reads: list[Path] = []
-    real_read = tuning_summary.read_tuning_summary
     monkeypatch.setattr(database, "read_tuning_summary",
-                        lambda folder: summary_reads.append(folder) or real_read(folder))
-    monkeypatch.setattr(advise_module, "read_tuning_summary",
-                        lambda folder: summary_reads.append(folder) or real_read(folder))
-    third = advise_module._tuning_costs(tmp_path)
+                        _counted(database.read_tuning_summary, summary_reads))
+    third = database.tuning_stats(tmp_path)
     assert third[h]["by_budget"]["64"]["minutes_per_workload"] == 3.0
     assert len(summary_reads) == 1 and len(reads) == 3
-    assert advise_module._tuning_costs(tmp_path) == third and len(reads) == 3
+    assert database.tuning_stats(tmp_path) == third and len(reads) == 3
+
+
+def _counted(function: Callable[[Path], Any], calls: list[Path]) -> Callable[[Path], Any]:
+    """``function`` of a folder, recording each folder it is called with in ``calls``."""
+    def counting(folder: Path) -> Any:
+        calls.append(folder)
+        return function(folder)
+    return counting
 
 
 def test_a_collector_measures_its_budget_and_the_smaller_ones_its_runs_hold() -> None:
@@ -253,6 +256,7 @@ def test_the_collector_tunes_each_executed_workload_once_resumes_and_extends(
         model_workloads,
         tuning_collector,
         tuning_database,
+        tuning_run,
     )
     from gnnperf.collect.kernels import tuning as tuning_module
     from gnnperf.collect.kernels.database import stored_tuning
@@ -262,8 +266,8 @@ def test_the_collector_tunes_each_executed_workload_once_resumes_and_extends(
     from gnnperf.lowering.schedules import _database_schedule
     from gnnperf.store.shards import latest_records
 
-    monkeypatch.setattr(tuning_module, "TRIALS_PER_ITERATION", 2)
-    monkeypatch.setattr(tuning_collector, "TRIALS_PER_ITERATION", 2)
+    for module in (tuning_run, tuning_module, tuning_collector):  # each reads its own name
+        monkeypatch.setattr(module, "TRIALS_PER_ITERATION", 2)
     spec = zoo.sample_spec("op-matmul", 11)  # a 40x40x40 matmul: a large design space
     first = collect_tuning(tmp_path, [spec], KERNEL_HW, 2, settings=KERNEL_SETTINGS,
                            progress=False)
@@ -318,8 +322,8 @@ def test_the_tuning_collector_visits_first_the_models_whose_records_need_fewest_
     ``kernel_model`` workloads, the stored runs and failures, without lowering anything."""
     from gnnperf import zoo
     from gnnperf.collect.kernels.progress import CollectorProgress
-    from gnnperf.collect.kernels.tuning import tuning_key
     from gnnperf.collect.kernels.tuning_collector import TuningCollector
+    from gnnperf.collect.kernels.tuning_run import tuning_key
     from gnnperf.collect.models import record_key
     from gnnperf.errors import GnnperfError
     from gnnperf.hardware.spec import HardwareSpec

@@ -4,9 +4,9 @@ Every :class:`gnnperf.errors.GnnperfError` becomes one line on stderr and exit
 code 2; ``--debug`` shows the traceback instead.
 
 The subcommands live in :mod:`.measuring` (graph, measure, collect, collect-kernels,
-collect-tuning, hw), :mod:`.modelling` (train, train-kernels, predict, advise, rank, bench) and
-:mod:`.datasets` (dataset); their shared helpers in :mod:`.common`. Heavy libraries (torch,
-TVM) are imported only inside the commands.
+collect-tuning, hw), :mod:`.modelling` (train, train-kernels, predict, advise, rank, bench),
+:mod:`.datasets` (dataset) and :mod:`.server` (serve); their shared helpers in
+:mod:`.common`. Heavy libraries (torch, TVM) are imported only inside the commands.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from gnnperf.cli import datasets, measuring, modelling
+from gnnperf.cli import datasets, measuring, modelling, server
 from gnnperf.errors import GnnperfError, one_line
 
 __all__ = ["build_parser", "main"]
@@ -33,6 +33,7 @@ _REGISTER = (
     modelling.register_predict,
     modelling.register_advise,
     modelling.register_rank,
+    server.register_serve,
     datasets.register_dataset,
     modelling.register_bench,
     measuring.register_hw,
@@ -61,9 +62,15 @@ def _accept_debug_anywhere(parser: argparse.ArgumentParser) -> None:
                 _accept_debug_anywhere(child)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, forward: bool = True) -> int:
+    """Run ``gnnperf ARGV``; with ``forward``, a served command goes to a listening
+    ``gnnperf serve`` (:mod:`.server`) when there is one."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if forward and args.command in server.SERVED:
+        code = server.forward(args.command, list(sys.argv[1:] if argv is None else argv))
+        if code is not None:
+            return code
     try:
         return int(args.func(args) or 0)
     except (GnnperfError, OSError) as exc:

@@ -18,14 +18,14 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from gnnperf.collect.kernels.database import tuning_stats
 from gnnperf.errors import GnnperfError, HardwareError, one_line
 from gnnperf.estimators.types import Prediction
 from gnnperf.features import KernelGraph
 from gnnperf.hardware.spec import HardwareSpec, available_cores, supported_isas
 from gnnperf.lowering.build_config import BEST_OF_SCHEDULES, BuildConfig
 from gnnperf.prediction.graphs import lower_for_prediction
-from gnnperf.store.folder import DatasetFolder
-from gnnperf.store.tuning_summary import TuningStats, read_tuning_summary
+from gnnperf.store.tuning_summary import TuningStats
 
 #: the builds a user weighs: none, one random schedule, and searches of growing cost
 ADVISED_BUILDS = ("default", "sampled:0", "best-of:16")
@@ -169,7 +169,7 @@ def advise(
         raise GnnperfError("no build could be lowered for this model: " +
                            "; ".join(f"{k}: {v}" for k, v in skipped.items()))
     predictions: list[Prediction] = predictor.predict_graphs(items)
-    costs = _tuning_costs(root) if any(c.kind == "tuned" for c in configs.values()) else {}
+    costs = tuning_stats(root) if any(c.kind == "tuned" for c in configs.values()) else {}
     rows = []
     for (isa, count, build, spec), p in zip(keys, predictions, strict=True):
         row = AdviceRow(isa, count, build, p.latency_ms, p.low_ms, p.high_ms,
@@ -201,18 +201,6 @@ def _at(base: HardwareSpec, isa: str, threads: int) -> HardwareSpec | str:
         return base
     raise HardwareError(f"{base.hw_id} describes one ISA and thread count: advise on "
                         "another machine only at its own (or advise on 'local')")
-
-
-def _tuning_costs(root: str | os.PathLike[str] | None) -> TuningStats:
-    """The tuning runs' statistics of ``root``'s kernel folder: its stored summary (no
-    search trace read, no TVM imported), else computed from the runs and stored
-    (:func:`~gnnperf.collect.kernels.database.refresh_tuning_summary`)."""
-    stored = read_tuning_summary(DatasetFolder.resolve(root).kernels)
-    if stored is not None:
-        return stored
-    from gnnperf.collect.kernels.database import refresh_tuning_summary  # TVM loads here
-
-    return refresh_tuning_summary(root)
 
 
 def _cost_at(costs: TuningStats, spec: HardwareSpec, trials: int

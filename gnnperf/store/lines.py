@@ -210,6 +210,11 @@ class KernelDoneLine(TypedDict):
     unscheduled_timed: NotRequired[bool]
 
 
+#: a :class:`KernelFailureLine`'s stage for a kernel that its model never calls with tensor
+#: arguments in the captured run: nothing to time or schedule, so it closes its pair
+NOT_EXECUTED = "not-executed"
+
+
 class KernelFailureLine(TypedDict):
     """A (workload, hardware) pair that could not be timed."""
 
@@ -224,7 +229,7 @@ class KernelFailureLine(TypedDict):
 
 class KernelTuningLine(TypedDict):
     """One workload tuned by MetaSchedule's evolutionary search on one hardware setting
-    (:class:`gnnperf.collect.kernels.tuning.TuningRun`): every trial in the order the search
+    (:class:`gnnperf.collect.kernels.tuning_run.TuningRun`): every trial in the order the search
     measured it, with MetaSchedule's timing of it (its runner's, not measurement v2)."""
 
     kind: Literal["kernel_tuning"]

@@ -18,31 +18,38 @@ in crash-safe shards under ``DIR/kernels``. :func:`export_database` writes a
 - :mod:`.progress`: what a collector resumes from, read from the shards in one pass;
 - :mod:`.database`: read the shards back, export a MetaSchedule database, statistics;
 - :mod:`.noise`: the A/A re-measurements behind the kernel-time noise floor;
+- :mod:`.tuning_run`: a stored tuning run and the budgets it holds (no TVM);
 - :mod:`.tuning`: one workload tuned by MetaSchedule's evolutionary search (``tuned:N``);
 - :mod:`.tuning_collector`: every workload of the given models tuned, stored (resumable).
+
+The names below load their module on first use (PEP 562), so reading the shards back
+(:mod:`.database`, :mod:`.tuning_run`) does not import TVM through this package.
 """
 
 from __future__ import annotations
 
-from gnnperf.collect.kernels.collector import KernelCollector, collect_kernels
-from gnnperf.collect.kernels.database import (
-           export_database,
-           kernel_noise_floor_by_cpu,
-           kernel_records,
-           kernel_stats,
-           tuned_database,
-           tuned_databases,
-           tuning_database,
-           tuning_runs,
-           tuning_stats,
-)
-from gnnperf.collect.kernels.noise import remeasure_kernels
-from gnnperf.collect.kernels.tuning import TuningRun, tune_workload
-from gnnperf.collect.kernels.tuning_collector import TuningCollector, collect_tuning
-from gnnperf.collect.kernels.workloads import KernelWorkload, model_workloads
+import importlib
+from typing import Any
 
-__all__ = ["KernelCollector", "KernelWorkload", "TuningCollector", "TuningRun",
-           "collect_kernels", "collect_tuning", "export_database", "kernel_noise_floor_by_cpu",
-           "kernel_records", "kernel_stats", "model_workloads", "remeasure_kernels",
-           "tune_workload", "tuned_database", "tuned_databases", "tuning_database",
-           "tuning_runs", "tuning_stats"]
+#: each public name and the module that defines it
+_HOMES = {
+    "KernelCollector": "collector", "collect_kernels": "collector",
+    "export_database": "database", "kernel_noise_floor_by_cpu": "database",
+    "kernel_records": "database", "kernel_stats": "database", "tuned_database": "database",
+    "tuned_databases": "database", "tuning_database": "database", "tuning_runs": "database",
+    "tuning_stats": "database",
+    "remeasure_kernels": "noise",
+    "TuningRun": "tuning_run",
+    "tune_workload": "tuning",
+    "TuningCollector": "tuning_collector", "collect_tuning": "tuning_collector",
+    "KernelWorkload": "workloads", "model_workloads": "workloads",
+}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{home}"), name)

@@ -36,7 +36,6 @@ from gnnperf.collect.kernels.ordering import (
 )
 from gnnperf.collect.kernels.progress import UNCOMPILABLE, covers_tuned, read_progress
 from gnnperf.collect.kernels.workloads import (
-    NOT_EXECUTED,
     Candidate,
     CandidateCompile,
     KernelWorkload,
@@ -55,6 +54,7 @@ from gnnperf.measure.local import FuncBatch, time_funcs
 from gnnperf.measure.reference import reference_library
 from gnnperf.measure.results import FuncTiming
 from gnnperf.store.folder import DatasetFolder
+from gnnperf.store.lines import NOT_EXECUTED
 from gnnperf.store.shards import ShardWriter
 
 #: schedules drawn per workload (MetaSchedule's design space, seeds 0..S-1)

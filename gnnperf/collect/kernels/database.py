@@ -13,13 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from gnnperf.collect.kernels.tuning import TUNING_BUDGETS, TuningRun
-from gnnperf.collect.kernels.workloads import NOT_EXECUTED
+from gnnperf.collect.kernels.tuning_run import TUNING_BUDGETS, TuningRun
 from gnnperf.errors import DatasetError
 from gnnperf.hardware.cpu_identity import signature_of_hw
 from gnnperf.measure.reference import aa_floor
 from gnnperf.store.folder import DatasetFolder
-from gnnperf.store.lines import KernelRecordLine, KernelRemeasureLine
+from gnnperf.store.lines import NOT_EXECUTED, KernelRecordLine, KernelRemeasureLine
 from gnnperf.store.shards import iter_lines, latest_records
 from gnnperf.store.tuning_summary import (
     TUNING_SHARD_PREFIX,

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gnnperf.collect.kernels.workloads import NOT_EXECUTED
+from gnnperf.store.lines import NOT_EXECUTED
 from gnnperf.store.shards import iter_lines
 
 #: a model's stage that fails for good: the lowered model does not compile (in time), so

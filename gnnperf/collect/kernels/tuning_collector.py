@@ -15,7 +15,7 @@ Once every kernel its run calls is tuned on a hardware setting, the model is com
 each kernel's fastest trial of the first N (what ``MetaScheduleApplyDatabase`` applies
 after ``static_shape_tuning`` at ``max_trials_per_task=N``) and measured under
 measurement v2, whole and per kernel, as a ``tuned:N`` record in ``DIR/shards``: for the
-collector's budget and each smaller one of :data:`.tuning.TUNING_BUDGETS` its runs hold.
+collector's budget and each smaller one of :data:`.tuning_run.TUNING_BUDGETS` its runs hold.
 
 With ``order="cheapest-tuned"`` the models are visited, each time, fewest workloads still to
 tune per whole-model record first (:func:`.ordering.cheapest_tuned_first`, as the kernel
@@ -52,12 +52,12 @@ from gnnperf.collect.kernels.ordering import (
     visit_models,
 )
 from gnnperf.collect.kernels.progress import CollectorProgress, read_progress
-from gnnperf.collect.kernels.tuning import (
+from gnnperf.collect.kernels.tuning import tune_workload
+from gnnperf.collect.kernels.tuning_run import (
     STRATEGY,
     TRIALS_PER_ITERATION,
     TUNING_BUDGETS,
     TuningRun,
-    tune_workload,
     tuning_key,
 )
 from gnnperf.collect.kernels.workloads import KernelWorkload, capture_inputs, model_workloads

@@ -18,7 +18,6 @@ from gnnperf.measure.local import capture_kernel_inputs
 from gnnperf.zoo import ModelSpec
 
 #: the stage of a workload that its model never runs as a kernel (not a failure)
-NOT_EXECUTED = "not-executed"
 
 
 @dataclass(frozen=True)
